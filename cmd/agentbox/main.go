@@ -1,0 +1,78 @@
+// Command agentbox runs untrusted commands and AI agents in a sandbox.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a specific exit status out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode is the status agentbox itself fails with (bad input, backend
+// failure), distinct from any status a sandboxed command returns.
+const exitCode = 125
+
+// subcommands are registered by each command's file through register, so
+// that commands live in files of their own.
+var subcommands []func() *cobra.Command
+
+func register(f func() *cobra.Command) { subcommands = append(subcommands, f) }
+
+// reexecHooks run before anything else: a backend that re-executes the
+// agentbox binary (the linux sandbox init) takes over the process there.
+var reexecHooks []func()
+
+func main() {
+	for _, h := range reexecHooks {
+		h()
+	}
+	root := newRootCmd()
+	err := root.Execute()
+	if err == nil {
+		return
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(os.Stderr, "agentbox:", ee.err)
+		}
+		os.Exit(ee.code)
+	}
+	fmt.Fprintln(os.Stderr, "agentbox:", err)
+	os.Exit(exitCode)
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentbox",
+		Short: "Run untrusted commands and AI agents in a sandbox",
+		Long: `agentbox runs commands chosen by an AI agent inside a confined sandbox:
+namespaces, pivot_root, landlock, seccomp, cgroups and a network namespace
+with an allow-list egress proxy, so a mistake or an adversarial action
+cannot touch the host, its credentials or unrelated data.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: exitCode, err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+	})
+	for _, f := range subcommands {
+		root.AddCommand(f())
+	}
+	return root
+}
