@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/bytesize"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// execFlags are the flags of `agentbox exec` that shape the sandbox.
+type execFlags struct {
+	workspace   string
+	ro, rw, env []string
+	network     string
+	memory      string
+	disk        string
+	pids        int64
+	cpus        float64
+	timeout     time.Duration
+	user        string
+	allowWeaker bool
+	image       string
+}
+
+// buildSpec turns flags into a Spec and checks everything that can be
+// checked before anything is started, so bad input leaves nothing behind.
+func (f *execFlags) buildSpec() (sandbox.Spec, error) {
+	spec := sandbox.Spec{
+		Workdir:     sandbox.DefaultWorkdir,
+		Env:         map[string]string{},
+		User:        f.user,
+		AllowWeaker: f.allowWeaker,
+		Image:       f.image,
+	}
+	if f.workspace != "" {
+		abs, err := filepath.Abs(f.workspace)
+		if err != nil {
+			return spec, fmt.Errorf("--workspace %s: %w", f.workspace, err)
+		}
+		fi, err := os.Stat(abs)
+		if err != nil {
+			return spec, fmt.Errorf("--workspace %s: %w", f.workspace, err)
+		}
+		if !fi.IsDir() {
+			return spec, fmt.Errorf("--workspace %s: not a directory", f.workspace)
+		}
+		spec.Workspace = abs
+	}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") {
+			return spec, fmt.Errorf("--env %q: want KEY=VALUE", kv)
+		}
+		spec.Env[k] = v
+	}
+	for _, m := range f.ro {
+		mnt, err := parseMount(m, true, spec.Workdir)
+		if err != nil {
+			return spec, fmt.Errorf("--ro %s: %w", m, err)
+		}
+		spec.Mounts = append(spec.Mounts, mnt)
+	}
+	for _, m := range f.rw {
+		mnt, err := parseMount(m, false, spec.Workdir)
+		if err != nil {
+			return spec, fmt.Errorf("--rw %s: %w", m, err)
+		}
+		spec.Mounts = append(spec.Mounts, mnt)
+	}
+	seen := map[string]bool{}
+	for _, m := range spec.Mounts {
+		if seen[m.Target] {
+			return spec, fmt.Errorf("two mounts on %s", m.Target)
+		}
+		seen[m.Target] = true
+	}
+	net, err := parseNetwork(f.network)
+	if err != nil {
+		return spec, fmt.Errorf("--network %s: %w", f.network, err)
+	}
+	spec.Policy.Network = net
+	r := &spec.Policy.Resources
+	if f.memory != "" && f.memory != "0" {
+		if r.MemoryBytes, err = bytesize.Parse(f.memory); err != nil {
+			return spec, fmt.Errorf("--memory: %w", err)
+		}
+	}
+	if f.disk != "" && f.disk != "0" {
+		if r.DiskBytes, err = bytesize.Parse(f.disk); err != nil {
+			return spec, fmt.Errorf("--disk: %w", err)
+		}
+	}
+	if f.pids < 0 {
+		return spec, fmt.Errorf("--pids %d: must be positive (0 means no limit)", f.pids)
+	}
+	r.Pids = f.pids
+	if f.cpus < 0 {
+		return spec, fmt.Errorf("--cpus %g: must be positive (0 means no limit)", f.cpus)
+	}
+	r.CPUs = f.cpus
+	if f.timeout < 0 {
+		return spec, fmt.Errorf("--timeout %s: must be positive (0 means no limit)", f.timeout)
+	}
+	r.ExecTimeout = f.timeout
+	if f.user != "" {
+		if err := checkUser(f.user); err != nil {
+			return spec, fmt.Errorf("--user %s: %w", f.user, err)
+		}
+	}
+	if err := spec.Policy.Validate(); err != nil {
+		return spec, err
+	}
+	return spec, nil
+}
+
+// parseMount reads HOST[:DEST]. DEST defaults to the host directory's name
+// under the workspace; a relative DEST is taken from the workspace.
+func parseMount(s string, readOnly bool, workdir string) (sandbox.Mount, error) {
+	host, dest, _ := strings.Cut(s, ":")
+	if host == "" {
+		return sandbox.Mount{}, fmt.Errorf("want HOST[:DEST]")
+	}
+	abs, err := filepath.Abs(host)
+	if err != nil {
+		return sandbox.Mount{}, err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return sandbox.Mount{}, err
+	}
+	if dest == "" {
+		dest = filepath.Base(abs)
+	}
+	if !path.IsAbs(dest) {
+		dest = path.Join(workdir, dest)
+	}
+	dest = path.Clean(dest)
+	if err := sandbox.ValidateMountTarget(workdir, dest); err != nil {
+		return sandbox.Mount{}, err
+	}
+	return sandbox.Mount{Source: abs, Target: dest, ReadOnly: readOnly}, nil
+}
+
+// parseNetwork reads "none", "host" or a comma-separated allow-list.
+func parseNetwork(s string) (sandbox.NetworkPolicy, error) {
+	switch s {
+	case "", "none":
+		return sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}, nil
+	case "host":
+		return sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}, nil
+	}
+	var allow []string
+	for _, h := range strings.Split(s, ",") {
+		h = strings.TrimSpace(h)
+		switch h {
+		case "":
+			continue
+		case "none", "host":
+			return sandbox.NetworkPolicy{}, fmt.Errorf("%q cannot be combined with an allow-list", h)
+		}
+		if err := sandbox.ValidateHostPattern(h); err != nil {
+			return sandbox.NetworkPolicy{}, err
+		}
+		allow = append(allow, h)
+	}
+	if len(allow) == 0 {
+		return sandbox.NetworkPolicy{}, fmt.Errorf("empty allow-list")
+	}
+	return sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: allow}, nil
+}
+
+// checkUser accepts "uid" or "uid:gid".
+func checkUser(s string) error {
+	uid, gid, hasGID := strings.Cut(s, ":")
+	if _, err := strconv.ParseUint(uid, 10, 32); err != nil {
+		return fmt.Errorf("want a numeric uid[:gid]")
+	}
+	if hasGID {
+		if _, err := strconv.ParseUint(gid, 10, 32); err != nil {
+			return fmt.Errorf("want a numeric uid[:gid]")
+		}
+	}
+	return nil
+}
