@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func init() { register(newBackendsCmd) }
+
+func newBackendsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "backends",
+		Short: "Show which policy parts each backend enforces on this host",
+		Long: `Show, for each sandbox backend, which parts of a policy it enforces on this
+host, detected now (kernel features, cgroup controllers, a Docker engine).
+A backend refuses a policy that needs a part it does not enforce, unless
+--allow-weaker is given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return printBackends(cmd.OutOrStdout(), asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object: backend -> enforced parts (or error)")
+	return cmd
+}
+
+type backendReport struct {
+	Enforces []sandbox.Part `json:"enforces,omitempty"`
+	Error    string         `json:"error,omitempty"`
+}
+
+func printBackends(w io.Writer, asJSON bool) error {
+	names := make([]string, 0, len(backends))
+	for n := range backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reports := map[string]backendReport{}
+	for _, n := range names {
+		c, err := openBackend(n, backendOptions{Logger: quiet, Warn: io.Discard})
+		if err != nil {
+			reports[n] = backendReport{Error: err.Error()}
+			continue
+		}
+		reports[n] = backendReport{Enforces: c.Enforces()}
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "PART")
+	for _, n := range names {
+		fmt.Fprint(tw, "\t", n)
+	}
+	fmt.Fprintln(tw)
+	for _, part := range sandbox.AllParts {
+		fmt.Fprint(tw, part)
+		for _, n := range names {
+			mark := "no"
+			switch r := reports[n]; {
+			case r.Error != "":
+				mark = "-"
+			case slices.Contains(r.Enforces, part):
+				mark = "yes"
+			}
+			fmt.Fprint(tw, "\t", mark)
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range names {
+		if r := reports[n]; r.Error != "" {
+			fmt.Fprintf(w, "%s: unavailable: %s\n", n, r.Error)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what agentbox's tests, demo and benchmarks need on a fresh Debian
+# 12 host, and builds the Docker base image when an engine answers.
+# Idempotent: packages already present and an up-to-date image are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages and the command that proves each is present.
+declare -A need=(
+	[git]=git [python3]=/usr/bin/python3 [e2fsprogs]=mkfs.ext4 [zstd]=zstd
+	[bubblewrap]=bwrap [util-linux]=unshare [iproute2]=ip
+)
+missing=()
+for pkg in "${!need[@]}"; do
+	command -v "${need[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "setup: missing packages: ${missing[*]} (run as root or: sudo apt-get install ${missing[*]})" >&2
+		exit 1
+	fi
+	echo "setup: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+go build -o bin/agentbox ./cmd/agentbox
+
+if docker info >/dev/null 2>&1; then
+	bin/agentbox image build
+else
+	echo "setup: no Docker engine answers (DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock}); skipping the base image" >&2
+fi
