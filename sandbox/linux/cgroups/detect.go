@@ -1,0 +1,136 @@
+// Package cgroups gives each agentbox session a control group that bounds
+// its memory (and swap), process count and CPU time, and a cgroup2 subtree
+// in which every command gets a child group so that its whole process tree
+// can be killed at once, even after setsid or a double fork.
+//
+// Both hierarchies are detected at run time: cgroup v2 is used for the
+// limits when its controllers are available, else the v1 controllers; the
+// cgroup2 hierarchy is used for tracking even when it has no controllers
+// (a "hybrid" host). What is enforced is reported, never assumed.
+package cgroups
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Host describes the cgroup hierarchies found on this machine.
+type Host struct {
+	// V2 is the cgroup2 mount point, or "" when there is none.
+	V2 string
+	// V2Controllers are the controllers available at the v2 root.
+	V2Controllers []string
+	// V1 maps a v1 controller name (memory, pids, cpu) to its mount point.
+	V1 map[string]string
+}
+
+// Controllers the sessions are limited with.
+const (
+	Memory = "memory"
+	Pids   = "pids"
+	CPU    = "cpu"
+)
+
+// Detect reads /proc/self/mountinfo and the v2 root's controller list.
+func Detect() (*Host, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: read mount table: %w", err)
+	}
+	defer f.Close()
+	h := &Host{V1: map[string]string{}}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts ... - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		sep := slices.Index(fields, "-")
+		if sep < 5 || sep+2 >= len(fields) {
+			continue
+		}
+		if fields[3] != "/" {
+			// A bind of a sub-group (inside a container): not the root.
+			continue
+		}
+		mnt, fstype, super := fields[4], fields[sep+1], fields[len(fields)-1]
+		switch fstype {
+		case "cgroup2":
+			if h.V2 == "" {
+				h.V2 = mnt
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(super, ",") {
+				switch opt {
+				case Memory, Pids, CPU:
+					if _, ok := h.V1[opt]; !ok {
+						h.V1[opt] = mnt
+					}
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("cgroups: read mount table: %w", err)
+	}
+	if h.V2 != "" {
+		b, err := os.ReadFile(filepath.Join(h.V2, "cgroup.controllers"))
+		if err == nil {
+			h.V2Controllers = strings.Fields(string(b))
+		}
+	}
+	return h, nil
+}
+
+// Where says which hierarchy enforces a controller: "v2", "v1" or "" when
+// it is not available. v2 is preferred; a controller bound to v1 is not
+// available on v2 at the same time.
+func (h *Host) Where(controller string) string {
+	if h.V2 != "" && slices.Contains(h.V2Controllers, controller) {
+		return "v2"
+	}
+	if _, ok := h.V1[controller]; ok {
+		return "v1"
+	}
+	return ""
+}
+
+// Tracking reports whether per-command groups (cgroup2 with cgroup.kill)
+// are available to kill a command's whole tree.
+func (h *Host) Tracking() bool {
+	if h.V2 == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(h.V2, "cgroup.kill"))
+	if err == nil {
+		return true
+	}
+	// The root has no cgroup.kill; look for it in a child we know exists
+	// by probing a fresh group.
+	probe := filepath.Join(h.V2, Base, ".probe")
+	if err := os.MkdirAll(probe, 0o755); err != nil {
+		return false
+	}
+	defer os.Remove(probe)
+	_, err = os.Stat(filepath.Join(probe, "cgroup.kill"))
+	return err == nil
+}
+
+// SwapLimit reports whether memory+swap can be limited too, so that a
+// memory bomb cannot escape into swap.
+func (h *Host) SwapLimit() bool {
+	switch h.Where(Memory) {
+	case "v2":
+		return true // memory.swap.max exists whenever swap accounting is on; set best effort
+	case "v1":
+		_, err := os.Stat(filepath.Join(h.V1[Memory], "memory.memsw.limit_in_bytes"))
+		return err == nil
+	}
+	return false
+}
+
+// Base is the directory, under each hierarchy's root, holding agentbox's
+// session groups.
+const Base = "agentbox"
