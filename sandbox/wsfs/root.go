@@ -1,0 +1,98 @@
+// Package wsfs gives confined file access under a root directory (a
+// sandbox's workspace, possibly seen from the host as
+// /proc/<pid>/root/workspace).
+//
+// Threat: the directory's contents are controlled by a sandboxed, possibly
+// adversarial process. It can plant symlinks (absolute or relative, chained,
+// to directories) and swap them while the host reads or writes, hoping the
+// host follows one out of the root and reads a host secret or overwrites a
+// host file. Every path is therefore resolved by the kernel with openat2(2)
+// RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS, which treats the root as "/" for
+// every component, including symlink targets and "..". On kernels without
+// openat2 (before 5.6) a component-by-component walk with O_NOFOLLOW
+// resolves symlinks itself, clamped at the root, holding a descriptor for
+// every directory so that ".." never reaches the kernel.
+package wsfs
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Root is an open root directory. All of its methods resolve paths inside
+// it; it is safe for concurrent use.
+type Root struct {
+	dir  string
+	mu   sync.RWMutex // guards fd against Close
+	fd   int          // O_PATH|O_DIRECTORY descriptor of dir, -1 once closed
+	walk bool         // resolve with the component walk instead of openat2
+}
+
+// Open opens dir once (O_PATH|O_DIRECTORY) as the root of every later
+// access. dir itself is resolved normally: it is trusted, its contents are
+// not.
+func Open(dir string) (*Root, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, mapErr("wsfs: open root", dir, fmt.Errorf("open %s: %w", dir, err))
+	}
+	return &Root{dir: dir, fd: fd, walk: !haveOpenat2(fd)}, nil
+}
+
+// Dir is the directory the root was opened from.
+func (r *Root) Dir() string { return r.dir }
+
+// Close releases the root's descriptor. It is idempotent.
+func (r *Root) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fd < 0 {
+		return nil
+	}
+	err := unix.Close(r.fd)
+	r.fd = -1
+	if err != nil {
+		return sandbox.Wrap("wsfs: close root "+r.dir, nil, err)
+	}
+	return nil
+}
+
+// hold returns the root descriptor with the read lock taken; release must
+// be called when the operation is done.
+func (r *Root) hold(op string) (int, func(), error) {
+	r.mu.RLock()
+	if r.fd < 0 {
+		r.mu.RUnlock()
+		return -1, nil, sandbox.Wrap("wsfs: "+op, sandbox.ErrClosed, fmt.Errorf("root %s is closed", r.dir))
+	}
+	return r.fd, r.mu.RUnlock, nil
+}
+
+var (
+	openat2Once sync.Once
+	openat2OK   bool
+)
+
+// haveOpenat2 probes openat2 once per process. ENOSYS (kernel < 5.6) or
+// EPERM from a seccomp filter that predates it select the walk fallback,
+// and say so.
+func haveOpenat2(fd int) bool {
+	openat2Once.Do(func() {
+		nfd, err := unix.Openat2(fd, ".", &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err == nil {
+			unix.Close(nfd)
+			openat2OK = true
+			return
+		}
+		slog.Warn("wsfs: openat2 unavailable, resolving workspace paths with a component walk (O_NOFOLLOW, symlinks clamped at the root)", "err", err)
+	})
+	return openat2OK
+}
