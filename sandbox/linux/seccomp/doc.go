@@ -1,0 +1,40 @@
+// Package seccomp builds and installs agentbox's system-call filter: a
+// hand-written classic-BPF seccomp program that makes the kernel refuse,
+// with EPERM, the calls a sandboxed command could use to break out of its
+// namespaces or attack the host kernel (ptrace, mount and the new mount API,
+// namespace creation, bpf, keyrings, kexec, module loading, userfaultfd,
+// io_uring, perf_event_open, TIOCSTI, clock and reboot control, ...).
+//
+// # Why a deny-list with default allow
+//
+// STYLE.md prefers allow-lists where the kernel surface is large. This
+// filter is instead a deny-list of the dangerous set, on purpose: the
+// sandbox runs arbitrary toolchains (compilers, git, python, node, package
+// managers) whose system-call needs we do not control, and an allow-list
+// that misses one call breaks a tool in ways that are hard to diagnose. The
+// filter is one wall among several (namespaces, dropped capabilities,
+// no_new_privs, landlock, cgroups), so it targets the calls that those other
+// walls do not already neutralise or that expose large kernel attack
+// surface. Two rules keep the deny-list from silently aging:
+//
+//   - every system call numbered above the newest one reviewed for this
+//     list (see maxReviewed) fails with ENOSYS, as on an older kernel, so a
+//     syscall added to Linux later is refused until someone reviews it;
+//   - a foreign architecture (for example i386 through int 0x80 on x86_64)
+//     kills the process, and x32 system calls on x86_64 fail with EPERM,
+//     since their numbers would slip past a table written for the native ABI.
+//
+// # Usage
+//
+// The native backend calls Install in the exec stage, right before execve:
+// the filter then applies to the command and everything it starts. Install
+// uses SECCOMP_FILTER_FLAG_TSYNC so that every thread of the (Go) calling
+// process gets the filter, not just the calling one. After Install the
+// caller cannot itself create namespaces or use clone3 (it returns ENOSYS),
+// so do all namespace set-up before.
+//
+// Filter returns the program for inspection and tests; Denied lists what
+// is blocked, for documentation and --help. Only linux/amd64 and
+// linux/arm64 are supported; elsewhere Filter and Install return an error
+// and the backend must refuse the identity policy part.
+package seccomp
