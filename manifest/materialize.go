@@ -59,6 +59,9 @@ func (m *Manifest) Materialize(ctx context.Context, dir string, opts Materialize
 	if err != nil {
 		return nil, err
 	}
+	if testHookAfterValidate != nil {
+		testHookAfterValidate()
+	}
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, sandbox.Wrap("manifest: materialize into "+dir, sandbox.ErrNotFound, err)
@@ -112,6 +115,9 @@ func kindOf(err error) error {
 	}
 	return nil
 }
+
+// testHookAfterValidate lets tests swap files between validation and copy.
+var testHookAfterValidate func()
 
 var errLinkEscape = errors.New("symlink leaves the copied tree")
 
