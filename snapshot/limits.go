@@ -1,0 +1,52 @@
+package snapshot
+
+// Limits bound what a snapshot may hold, so that a hostile manifest or
+// archive cannot exhaust the disk, memory or inodes of the host that
+// restores or imports it. Zero fields take the defaults below.
+type Limits struct {
+	// MaxEntries caps files, directories and symlinks together.
+	MaxEntries int64
+	// MaxTotalBytes caps the sum of file sizes.
+	MaxTotalBytes int64
+	// MaxExpansionRatio caps, during Import, the bytes produced per byte
+	// read from the archive stream (after a slack of ExpansionSlack bytes),
+	// which stops compressed and sparse-file bombs early.
+	MaxExpansionRatio int64
+	// ExpansionSlack is how many bytes may be produced before the ratio is
+	// enforced, so that small archives of empty or tiny files import.
+	ExpansionSlack int64
+}
+
+// Default limits: generous for real workspaces, far below what would hurt
+// a host.
+const (
+	DefaultMaxEntries        = 1 << 20 // about a million entries
+	DefaultMaxTotalBytes     = 64 << 30
+	DefaultMaxExpansionRatio = 200
+	DefaultExpansionSlack    = 16 << 20
+)
+
+// DefaultLimits are the limits applied when Options.Limits is zero.
+var DefaultLimits = Limits{
+	MaxEntries:        DefaultMaxEntries,
+	MaxTotalBytes:     DefaultMaxTotalBytes,
+	MaxExpansionRatio: DefaultMaxExpansionRatio,
+	ExpansionSlack:    DefaultExpansionSlack,
+}
+
+// withDefaults fills the zero fields.
+func (l Limits) withDefaults() Limits {
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultMaxEntries
+	}
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = DefaultMaxTotalBytes
+	}
+	if l.MaxExpansionRatio <= 0 {
+		l.MaxExpansionRatio = DefaultMaxExpansionRatio
+	}
+	if l.ExpansionSlack <= 0 {
+		l.ExpansionSlack = DefaultExpansionSlack
+	}
+	return l
+}

@@ -1,0 +1,231 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// RestoreOptions tune a restore.
+type RestoreOptions struct {
+	// Progress, when set, is called with content bytes done and the total.
+	Progress func(done, total int64)
+}
+
+// Restore writes snapshot ref into dir, which must be empty or absent. It
+// implements sandbox.SnapshotStore.
+func (s *Store) Restore(ctx context.Context, ref, dir string) error {
+	return s.RestoreWithOptions(ctx, ref, dir, RestoreOptions{})
+}
+
+// RestoreWithOptions writes snapshot ref into dir, which must be an empty
+// directory or absent. The tree is built in a private directory beside
+// dir, each object checked against its sha256 and size, and moved into
+// place only when all of it verified: a corrupted snapshot leaves dir as
+// it was. Modes (without setuid and setgid), symlinks, empty directories
+// and modification times are restored; ownership is the caller's.
+func (s *Store) RestoreWithOptions(ctx context.Context, ref, dir string, opts RestoreOptions) error {
+	op := fmt.Sprintf("snapshot: restore %s into %s", ref, dir)
+	unlock, err := s.lock(ctx, false)
+	if err != nil {
+		return sandbox.Wrap(op, nil, err)
+	}
+	defer unlock()
+	id, m, err := s.load(ref)
+	if err != nil {
+		return err
+	}
+	op = fmt.Sprintf("snapshot: restore %s into %s", short(id), dir)
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return sandbox.Wrap(op, sandbox.ErrInvalid, err)
+	}
+	exists, err := checkRestoreTarget(dir)
+	if err != nil {
+		return sandbox.Wrap(op, sandbox.ErrInvalid, err)
+	}
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return sandbox.Wrap(op, nil, err)
+	}
+	stage, err := os.MkdirTemp(parent, ".agentbox-restore-*")
+	if err != nil {
+		return sandbox.Wrap(op, nil, fmt.Errorf("create staging beside the target: %w", err))
+	}
+	placed := false
+	defer func() {
+		if !placed {
+			removeAllForce(stage)
+		}
+	}()
+	if err := s.build(ctx, m, stage, opts.Progress); err != nil {
+		return failure(id, op, err)
+	}
+	if err := place(stage, dir, exists, m.Entries[0]); err != nil {
+		return sandbox.Wrap(op, nil, err)
+	}
+	placed = true
+	return nil
+}
+
+// checkRestoreTarget accepts an absent path or an empty directory (not a
+// symlink to one) and reports whether it exists.
+func checkRestoreTarget(dir string) (bool, error) {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.IsDir() {
+		return false, fmt.Errorf("%s exists and is not a directory", dir)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if names, _ := f.Readdirnames(1); len(names) > 0 {
+		return false, fmt.Errorf("%s is not empty (restore needs an empty or absent directory)", dir)
+	}
+	return true, nil
+}
+
+// build materializes m under stage, a directory only this process uses.
+// Directories are created first (owner-writable), then files in parallel,
+// verified while written, then symlinks, then modes and times, deepest
+// directories last so that writing into them does not change their times.
+func (s *Store) build(ctx context.Context, m *Manifest, stage string, progress func(int64, int64)) error {
+	var files []int
+	for i, e := range m.Entries[1:] {
+		switch e.Type {
+		case TypeDir:
+			if err := os.Mkdir(filepath.Join(stage, e.Path), 0o700); err != nil {
+				return err
+			}
+		case TypeFile:
+			files = append(files, i+1)
+		}
+	}
+	prog := newProgress(progress, m.Total.Bytes)
+	err := forEach(ctx, len(files), func(w *worker, k int) error {
+		e := m.Entries[files[k]]
+		if err := s.restoreFile(w, e, filepath.Join(stage, e.Path)); err != nil {
+			return fmt.Errorf("restore %s: %w", e.Path, err)
+		}
+		prog.add(e.Size)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	prog.finish()
+	for _, e := range m.Entries {
+		if e.Type == TypeSymlink {
+			if err := os.Symlink(e.Target, filepath.Join(stage, e.Path)); err != nil {
+				return err
+			}
+		}
+	}
+	for i := len(m.Entries) - 1; i >= 0; i-- {
+		e := m.Entries[i]
+		p := filepath.Join(stage, e.Path)
+		if e.Type == TypeDir {
+			if err := os.Chmod(p, restoreMode(e)); err != nil {
+				return err
+			}
+		}
+		if e.Type != TypeDir || i > 0 { // the root's time is set once in place
+			if err := setMTime(p, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) restoreFile(w *worker, e Entry, p string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	if e.Size > 0 {
+		err = s.readObject(w, e.SHA256, e.Size, f)
+	}
+	if err == nil {
+		err = f.Chmod(restoreMode(e))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func setMTime(p string, e Entry) error {
+	ts := unix.NsecToTimespec(e.MTime.UnixNano())
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set times of %s: %w", e.Path, err)
+	}
+	return nil
+}
+
+// place moves the verified tree at stage to dir. An empty existing dir is
+// replaced by rename(2) in one step; when that cannot work (dir is a mount
+// point, or on another file system) the top-level entries are moved into
+// it one by one, which is safe because the content already verified.
+func place(stage, dir string, exists bool, root Entry) error {
+	// unix.Rename, not os.Rename: os.Rename refuses an existing directory
+	// as the destination, rename(2) replaces it when it is empty.
+	err := unix.Rename(stage, dir)
+	if err == nil {
+		return setMTime(dir, root)
+	}
+	if !exists || !(errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EPERM)) {
+		return fmt.Errorf("move restored tree into place: %w", err)
+	}
+	f, err := os.Open(stage)
+	if err != nil {
+		return err
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := os.Rename(filepath.Join(stage, n), filepath.Join(dir, n)); err != nil {
+			return fmt.Errorf("move restored %s into place: %w", n, err)
+		}
+	}
+	if err := os.Remove(stage); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, restoreMode(root)); err != nil {
+		return err
+	}
+	return setMTime(dir, root)
+}
+
+// removeAllForce removes a staging tree even where restored directory
+// modes would forbid it, by making directories owner-writable first.
+func removeAllForce(p string) {
+	if os.RemoveAll(p) == nil {
+		return
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(p)
+}
