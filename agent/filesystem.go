@@ -1,0 +1,305 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Filesystem is the capability that reads and changes workspace files
+// through the session: apply_patch (V4A patches), read_file, write_file,
+// list_dir and view_image.
+type Filesystem struct {
+	// MaxReadLines bounds read_file's answer (default 2000 lines).
+	MaxReadLines int
+	// MaxImageBytes bounds view_image (default 5 MiB).
+	MaxImageBytes int
+}
+
+// Name implements Capability.
+func (f *Filesystem) Name() string { return "filesystem" }
+
+// Instructions implements Capability.
+func (f *Filesystem) Instructions() string {
+	return `# Files
+Edit files with apply_patch, in the V4A format:
+*** Begin Patch
+*** Update File: path/to/file
+@@ a line just above the change (optional)
+ context line
+-removed line
++added line
+*** End Patch
+Use "*** Add File: p" (every line starting with +), "*** Delete File: p", and "*** Move to: q" after an Update header. Give about three lines of context around each change. Read files with read_file (a line range), list directories with list_dir, write a whole file with write_file, and look at an image with view_image. Paths are relative to the workspace.`
+}
+
+// Tools implements Capability.
+func (f *Filesystem) Tools(sess sandbox.Session) []Tool {
+	fx := &fileTools{sess: sess, maxLines: f.MaxReadLines, maxImage: f.MaxImageBytes}
+	if fx.maxLines <= 0 {
+		fx.maxLines = 2000
+	}
+	if fx.maxImage <= 0 {
+		fx.maxImage = 5 << 20
+	}
+	return []Tool{
+		{Spec: applyPatchSpec, Call: fx.applyPatch},
+		{Spec: readFileSpec, Call: fx.readFile},
+		{Spec: writeFileSpec, Call: fx.writeFile},
+		{Spec: listDirSpec, Call: fx.listDir},
+		// A data URL is about 4/3 of the image; let it through whole.
+		{Spec: viewImageSpec, Call: fx.viewImage, MaxOutput: fx.maxImage*4/3 + 64},
+	}
+}
+
+type fileTools struct {
+	sess     sandbox.Session
+	maxLines int
+	maxImage int
+}
+
+var applyPatchSpec = mustSpec("apply_patch", "Apply a V4A patch (*** Begin Patch ... *** End Patch) that adds, updates, moves or deletes workspace files. Either every change applies or none does.", `{
+  "type": "object",
+  "properties": {"input": {"type": "string", "description": "The whole patch text."}},
+  "required": ["input"],
+  "additionalProperties": false
+}`)
+
+var readFileSpec = mustSpec("read_file", "Read a text file, or a range of its lines.", `{
+  "type": "object",
+  "properties": {
+    "path": {"type": "string"},
+    "offset": {"type": "integer", "description": "First line to return, 1-based (default 1)."},
+    "limit": {"type": "integer", "description": "Number of lines to return."}
+  },
+  "required": ["path"],
+  "additionalProperties": false
+}`)
+
+var writeFileSpec = mustSpec("write_file", "Write a whole file in the workspace, creating or replacing it.", `{
+  "type": "object",
+  "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+  "required": ["path", "content"],
+  "additionalProperties": false
+}`)
+
+var listDirSpec = mustSpec("list_dir", "List a workspace directory: names, types and sizes.", `{
+  "type": "object",
+  "properties": {"path": {"type": "string", "description": "Directory (default the workspace)."}},
+  "additionalProperties": false
+}`)
+
+var viewImageSpec = mustSpec("view_image", "Look at an image file (PNG, JPEG, GIF or WebP) in the workspace.", `{
+  "type": "object",
+  "properties": {"path": {"type": "string"}},
+  "required": ["path"],
+  "additionalProperties": false
+}`)
+
+// fileChange is one planned write or removal of a patch.
+type fileChange struct {
+	path    string
+	content string
+	remove  bool
+	mode    fs.FileMode
+	mark    string // A, M, D, or "R old ->"
+}
+
+func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (string, error) {
+	var a struct {
+		Input string `json:"input"`
+	}
+	if err := decodeArgs("apply_patch", raw, &a); err != nil {
+		return "", err
+	}
+	ops, err := ParsePatch(a.Input)
+	if err != nil {
+		return "", fmt.Errorf("apply_patch: %w", err)
+	}
+	// Plan every change before writing anything, so a failing hunk leaves
+	// the workspace untouched.
+	var changes []fileChange
+	for _, op := range ops {
+		switch op.Kind {
+		case PatchAdd:
+			if _, err := fx.sess.ReadFile(ctx, op.Path); err == nil {
+				return "", fmt.Errorf("apply_patch: cannot add %s: it already exists (use *** Update File)", op.Path)
+			}
+			changes = append(changes, fileChange{path: op.Path, content: op.Content, mode: 0o644, mark: "A " + op.Path})
+		case PatchDelete:
+			if _, err := fx.sess.ReadFile(ctx, op.Path); err != nil {
+				return "", fmt.Errorf("apply_patch: cannot delete %s: %w", op.Path, err)
+			}
+			changes = append(changes, fileChange{path: op.Path, remove: true, mark: "D " + op.Path})
+		case PatchUpdate:
+			old, err := fx.sess.ReadFile(ctx, op.Path)
+			if err != nil {
+				return "", fmt.Errorf("apply_patch: cannot update %s: %w", op.Path, err)
+			}
+			updated, err := ApplyHunks(op.Path, string(old), op.Hunks)
+			if err != nil {
+				return "", fmt.Errorf("apply_patch: %w", err)
+			}
+			mode := fx.modeOf(ctx, op.Path)
+			if op.MoveTo != "" && op.MoveTo != op.Path {
+				changes = append(changes,
+					fileChange{path: op.MoveTo, content: updated, mode: mode, mark: "M " + op.MoveTo + " (moved from " + op.Path + ")"},
+					fileChange{path: op.Path, remove: true})
+			} else {
+				changes = append(changes, fileChange{path: op.Path, content: updated, mode: mode, mark: "M " + op.Path})
+			}
+		}
+	}
+	var done []string
+	for _, c := range changes {
+		if c.remove {
+			if err := fx.remove(ctx, c.path); err != nil {
+				return "", fmt.Errorf("apply_patch: after %s: %w", describeDone(done), err)
+			}
+		} else if err := fx.sess.WriteFile(ctx, c.path, []byte(c.content), c.mode); err != nil {
+			return "", fmt.Errorf("apply_patch: after %s: write %s: %w", describeDone(done), c.path, err)
+		}
+		if c.mark != "" {
+			done = append(done, c.mark)
+		}
+	}
+	return "Success. Updated the following files:\n" + strings.Join(done, "\n"), nil
+}
+
+func describeDone(done []string) string {
+	if len(done) == 0 {
+		return "no change"
+	}
+	return "applying " + strings.Join(done, ", ")
+}
+
+// modeOf is the file's permission bits, 0644 when they cannot be read.
+func (fx *fileTools) modeOf(ctx context.Context, p string) fs.FileMode {
+	entries, err := fx.sess.ListDir(ctx, path.Dir(p))
+	if err == nil {
+		for _, e := range entries {
+			if e.Name == path.Base(p) {
+				return e.Mode.Perm()
+			}
+		}
+	}
+	return 0o644
+}
+
+// remove deletes a workspace file. The session contract has no removal,
+// so it runs rm in the sandbox, confined like every other command.
+func (fx *fileTools) remove(ctx context.Context, p string) error {
+	rel, err := sandbox.ResolveWorkspacePath(fx.sess.State().Spec.Workdir, p)
+	if err != nil {
+		return err
+	}
+	if rel == "." {
+		return sandbox.Errorf(sandbox.ErrInvalid, "refusing to delete the workspace itself")
+	}
+	res, err := fx.sess.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "--", rel}})
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", p, err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("delete %s: rm exited %d: %s", p, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return nil
+}
+
+func (fx *fileTools) readFile(ctx context.Context, raw json.RawMessage) (string, error) {
+	var a struct {
+		Path   string `json:"path"`
+		Offset int    `json:"offset"`
+		Limit  int    `json:"limit"`
+	}
+	if err := decodeArgs("read_file", raw, &a); err != nil {
+		return "", err
+	}
+	data, err := fx.sess.ReadFile(ctx, a.Path)
+	if err != nil {
+		return "", fmt.Errorf("read_file %s: %w", a.Path, err)
+	}
+	if !isText(data) {
+		return "", fmt.Errorf("read_file %s: binary file (%d bytes); use view_image for images or exec_command to inspect it", a.Path, len(data))
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	first := max(a.Offset, 1)
+	limit := a.Limit
+	if limit <= 0 || limit > fx.maxLines {
+		limit = fx.maxLines
+	}
+	if first > len(lines) && len(lines) > 0 {
+		return "", fmt.Errorf("read_file %s: offset %d is past the end (%d lines)", a.Path, first, len(lines))
+	}
+	last := min(first-1+limit, len(lines))
+	body := strings.Join(lines[min(first-1, len(lines)):last], "")
+	if first == 1 && last == len(lines) {
+		return body, nil
+	}
+	return fmt.Sprintf("[lines %d-%d of %d]\n%s", first, last, len(lines), body), nil
+}
+
+func (fx *fileTools) writeFile(ctx context.Context, raw json.RawMessage) (string, error) {
+	var a struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	if err := decodeArgs("write_file", raw, &a); err != nil {
+		return "", err
+	}
+	if a.Path == "" {
+		return "", errors.New("write_file: path is empty")
+	}
+	if err := fx.sess.WriteFile(ctx, a.Path, []byte(a.Content), fx.modeOf(ctx, a.Path)); err != nil {
+		return "", fmt.Errorf("write_file %s: %w", a.Path, err)
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", len(a.Content), a.Path), nil
+}
+
+func (fx *fileTools) listDir(ctx context.Context, raw json.RawMessage) (string, error) {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if err := decodeArgs("list_dir", raw, &a); err != nil {
+		return "", err
+	}
+	p := a.Path
+	if p == "" {
+		p = "."
+	}
+	entries, err := fx.sess.ListDir(ctx, p)
+	if err != nil {
+		return "", fmt.Errorf("list_dir %s: %w", p, err)
+	}
+	if len(entries) == 0 {
+		return p + ": empty directory", nil
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		switch {
+		case e.IsDir:
+			fmt.Fprintf(&b, "%s/\n", e.Name)
+		case e.Target != "":
+			fmt.Fprintf(&b, "%s -> %s\n", e.Name, e.Target)
+		default:
+			fmt.Fprintf(&b, "%s\t%d bytes\t%s\n", e.Name, e.Size, e.Mode.Perm())
+		}
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
+}
+
+// isText reports whether data looks like text: valid enough UTF-8 and no
+// NUL byte in its first 8 KiB.
+func isText(data []byte) bool {
+	head := data[:min(len(data), 8<<10)]
+	return !strings.ContainsRune(string(head), 0)
+}

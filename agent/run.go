@@ -1,0 +1,304 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/agent/model"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/trace"
+)
+
+// cleanupTimeout bounds persisting and closing after the run's context
+// has ended.
+const cleanupTimeout = 2 * time.Minute
+
+// Run runs agent on input until it gives a final answer, fails, or reaches
+// its turn limit (ErrMaxTurns). Whatever happens, including cancellation
+// of ctx, the runner persists the workspace when asked, closes the session
+// if it created or resumed it (never an injected one), and returns the
+// Result so far with the error.
+func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg RunConfig) (res *Result, err error) {
+	start := time.Now()
+	tw := cfg.Trace
+	res = &Result{RunID: tw.RunID(), TraceID: tw.TraceID()}
+	if a == nil || a.Model == nil {
+		return res, sandbox.Errorf(sandbox.ErrInvalid, "agent: run needs an agent with a model")
+	}
+	emit := func(e trace.Event) { _ = tw.Emit(e) }
+	progress := func(e Event) {
+		if cfg.OnEvent != nil {
+			cfg.OnEvent(e)
+		}
+	}
+	emit(trace.Event{Type: trace.RunStart, Agent: a.Name, Model: a.Model.Name(), Input: input})
+
+	defer func() {
+		res.Duration = time.Since(start)
+		if err != nil {
+			emit(trace.Event{Type: trace.Error, Turn: res.Turns, Err: err.Error()})
+			progress(Event{Type: EventError, Turn: res.Turns, Err: err.Error()})
+		}
+		u := res.Usage
+		emit(trace.Event{Type: trace.RunEnd, Turns: res.Turns, Usage: &u, DurationMS: res.Duration.Milliseconds()})
+	}()
+
+	o, err := openSession(ctx, a, cfg)
+	if err != nil {
+		return res, err
+	}
+	sess := o.sess
+	progress(Event{Type: EventSession, Text: o.how})
+
+	caps := a.Capabilities
+	if caps == nil {
+		caps = DefaultCapabilities()
+	}
+	tools, toolErr := bindTools(caps, sess)
+
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		err = errors.Join(err, r.finish(cctx, o, caps, cfg, res, err == nil))
+	}()
+	if toolErr != nil {
+		return res, toolErr
+	}
+
+	workdir := cfg.Workdir
+	if workdir == "" {
+		workdir = sess.State().Spec.Workdir
+	}
+	if workdir == "" {
+		workdir = sandbox.DefaultWorkdir
+	}
+	tree, terr := RenderTree(ctx, sess, workdir, TreeOptions{})
+	if terr != nil {
+		tree = "(could not list the workspace: " + terr.Error() + ")"
+	}
+	instructions := BuildInstructions(a, caps, workdir, tree)
+
+	maxTurns := a.MaxTurns
+	if cfg.MaxTurns > 0 {
+		maxTurns = cfg.MaxTurns
+	}
+	if maxTurns <= 0 {
+		maxTurns = DefaultMaxTurns
+	}
+	specs := make([]model.Tool, len(tools))
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		specs[i], names[i] = t.Spec, t.Spec.Name
+	}
+	var filters []InputFilter
+	for _, c := range caps {
+		if f, ok := c.(InputFilter); ok {
+			filters = append(filters, f)
+		}
+	}
+
+	res.Items = []model.Item{{Type: model.ItemMessage, Role: model.RoleUser, Text: input}}
+	for turn := 1; ; turn++ {
+		if turn > maxTurns {
+			return res, fmt.Errorf("%w (limit %d)", ErrMaxTurns, maxTurns)
+		}
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("agent: run cancelled before turn %d: %w", turn, err)
+		}
+		res.Turns = turn
+		input := slices.Clone(res.Items)
+		for _, f := range filters {
+			input = f.FilterInput(input)
+		}
+		req := model.Request{Instructions: instructions, Input: input, Tools: specs, Settings: a.Settings}
+		emit(trace.Event{Type: trace.ModelRequest, Turn: turn, Items: len(input), Tools: names, InstructionBytes: len(instructions)})
+		progress(Event{Type: EventTurn, Turn: turn})
+		t0 := time.Now()
+		resp, err := a.Model.Respond(ctx, req)
+		if err != nil {
+			return res, fmt.Errorf("agent: turn %d: model %s: %w", turn, a.Model.Name(), err)
+		}
+		res.Usage.Add(resp.Usage)
+		calls := resp.Calls()
+		callNames := make([]string, len(calls))
+		for i, c := range calls {
+			callNames[i] = c.Name
+		}
+		u := resp.Usage
+		emit(trace.Event{Type: trace.ModelResponse, Turn: turn, Text: clipText(resp.Text(), 2000), Calls: callNames, Usage: &u, DurationMS: time.Since(t0).Milliseconds()})
+		for i := range resp.Output {
+			if resp.Output[i].Type == model.ItemFunctionCall && resp.Output[i].CallID == "" {
+				resp.Output[i].CallID = fmt.Sprintf("call_%d_%d", turn, i)
+			}
+		}
+		res.Items = append(res.Items, resp.Output...)
+		if len(calls) == 0 {
+			res.FinalOutput = resp.Text()
+			emit(trace.Event{Type: trace.FinalOutput, Turn: turn, Output: res.FinalOutput})
+			progress(Event{Type: EventFinal, Turn: turn, Text: res.FinalOutput})
+			return res, nil
+		}
+		for _, c := range resp.Calls() {
+			out, err := r.callTool(ctx, turn, c, tools, cfg, emit, progress)
+			if err != nil {
+				return res, err
+			}
+			res.Items = append(res.Items, model.Item{Type: model.ItemFunctionCallOutput, CallID: c.CallID, Output: out})
+		}
+	}
+}
+
+// callTool runs one call and returns its output for the model. Only a
+// cancelled context or a failing approver end the run; every other
+// failure becomes an output the model can read and recover from.
+func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []Tool, cfg RunConfig, emit func(trace.Event), progress func(Event)) (string, error) {
+	start := time.Now()
+	summary := callSubject(c.Name, c.Arguments)
+	emit(trace.Event{Type: trace.ToolCall, Turn: turn, Tool: c.Name, CallID: c.CallID, Arguments: clipText(c.Arguments, 4000)})
+	progress(Event{Type: EventToolCall, Turn: turn, Tool: c.Name, Summary: shortSummary(summary)})
+
+	var last *ExecReport
+	finish := func(out string, toolErr error, max int) (string, error) {
+		if toolErr != nil {
+			out = "error: " + toolErr.Error()
+		}
+		out, cut := Truncate(out, max)
+		e := trace.Event{Type: trace.ToolResult, Turn: turn, Tool: c.Name, CallID: c.CallID, Bytes: len(out), Truncated: cut, DurationMS: time.Since(start).Milliseconds()}
+		ev := Event{Type: EventToolResult, Turn: turn, Tool: c.Name, Summary: shortSummary(summary), Duration: time.Since(start)}
+		if toolErr != nil {
+			e.Err, ev.Err = toolErr.Error(), toolErr.Error()
+		}
+		if last != nil {
+			e.ExitCode, ev.ExitCode, ev.TimedOut = last.ExitCode, last.ExitCode, last.TimedOut
+		}
+		emit(e)
+		progress(ev)
+		return out, nil
+	}
+
+	var tool *Tool
+	for i := range tools {
+		if tools[i].Spec.Name == c.Name {
+			tool = &tools[i]
+		}
+	}
+	if tool == nil {
+		names := make([]string, len(tools))
+		for i, t := range tools {
+			names[i] = t.Spec.Name
+		}
+		return finish("", fmt.Errorf("unknown tool %q; the available tools are: %s", c.Name, strings.Join(names, ", ")), 0)
+	}
+	args := strings.TrimSpace(c.Arguments)
+	if args == "" {
+		args = "{}"
+	}
+	if !json.Valid([]byte(args)) {
+		return finish("", fmt.Errorf("the arguments of %s are not valid JSON (%s); send one JSON object matching the tool's parameters", c.Name, clipText(args, 200)), tool.MaxOutput)
+	}
+	if rule, subject, ok := matchApproval(cfg.Approvals, c.Name, args); ok {
+		call := Call{Tool: c.Name, CallID: c.CallID, Arguments: args, Subject: subject, Rule: rule.String()}
+		approved, reason := false, "no approver is configured, so calls that need approval are denied"
+		if cfg.Approver != nil {
+			var err error
+			approved, err = cfg.Approver.Approve(ctx, call)
+			if err != nil {
+				return "", fmt.Errorf("agent: approval of %s %s: %w", c.Name, shortSummary(subject), err)
+			}
+			reason = "denied by the user"
+		}
+		emit(trace.Event{Type: trace.Approval, Turn: turn, Tool: c.Name, CallID: c.CallID, Approved: &approved, Rule: call.Rule})
+		progress(Event{Type: EventApproval, Turn: turn, Tool: c.Name, Summary: shortSummary(subject), Approved: approved})
+		if !approved {
+			return finish(fmt.Sprintf("This call was not run: %s (rule %s). Do not retry it; choose another way or explain in your answer.", reason, call.Rule), nil, 0)
+		}
+	}
+	tctx := withReporter(ctx, func(rep ExecReport) {
+		last = &rep
+		emit(trace.Event{Type: trace.SandboxExec, Turn: turn, Tool: c.Name, CallID: c.CallID, Cmd: clipText(rep.Cmd, 2000), ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Running: rep.Running, DurationMS: rep.Duration.Milliseconds()})
+	})
+	out, err := callSafely(tctx, tool, json.RawMessage(args))
+	if cerr := ctx.Err(); cerr != nil {
+		_, _ = finish(out, err, tool.MaxOutput)
+		return "", fmt.Errorf("agent: run cancelled during %s: %w", c.Name, cerr)
+	}
+	return finish(out, err, tool.MaxOutput)
+}
+
+// callSafely runs a tool, turning a panic into an error so that one
+// faulty tool cannot take down the run without cleanup.
+func callSafely(ctx context.Context, t *Tool, args json.RawMessage) (out string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %s panicked: %v", t.Spec.Name, p)
+		}
+	}()
+	return t.Call(ctx, args)
+}
+
+// finish persists and releases what the run holds; ok says the run
+// succeeded (BeforeClose only runs then).
+func (r *Runner) finish(ctx context.Context, o *openedSession, caps []Capability, cfg RunConfig, res *Result, ok bool) error {
+	var errs []error
+	if ok && cfg.BeforeClose != nil {
+		if err := cfg.BeforeClose(ctx, o.sess, res); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, c := range caps {
+		if cl, isCloser := c.(SessionCloser); isCloser {
+			if err := cl.CloseSession(ctx, o.sess); err != nil {
+				errs = append(errs, fmt.Errorf("agent: close capability %s: %w", c.Name(), err))
+			}
+		}
+	}
+	if cfg.Sandbox.SaveSnapshot {
+		ref, err := o.sess.Snapshot(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agent: snapshot workspace of session %s: %w", o.sess.ID(), err))
+		}
+		res.Snapshot = ref
+	}
+	res.State = o.sess.State()
+	if o.owned {
+		if err := o.sess.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("agent: close session %s: %w", o.sess.ID(), err))
+		}
+	}
+	o.removeTemp()
+	return errors.Join(errs...)
+}
+
+// bindTools collects every capability's tools, refusing duplicate names.
+func bindTools(caps []Capability, sess sandbox.Session) ([]Tool, error) {
+	var tools []Tool
+	seen := map[string]string{}
+	for _, c := range caps {
+		for _, t := range c.Tools(sess) {
+			if prev, dup := seen[t.Spec.Name]; dup {
+				return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent: tool %q is declared by both %s and %s", t.Spec.Name, prev, c.Name())
+			}
+			seen[t.Spec.Name] = c.Name()
+			tools = append(tools, t)
+		}
+	}
+	return tools, nil
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:runeStart(s, n)] + "…"
+}
+
+// shortSummary is a one-line form of a call's subject for progress lines.
+func shortSummary(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return clipText(s, 60)
+}

@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/agentbox/agentbox/manifest"
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// openedSession is the session a run works in and what the runner must
+// undo at the end.
+type openedSession struct {
+	sess sandbox.Session
+	// owned: the runner created or resumed it and closes it.
+	owned bool
+	// how describes the resolution, for the trace ("created", "resumed",
+	// "injected", "snapshot <ref>").
+	how string
+	// tempDirs are host directories the runner made and removes last.
+	tempDirs []string
+}
+
+// openSession resolves where the run works: an injected live session,
+// else a saved state, else a fresh (optionally snapshot-seeded) session
+// with the manifest materialized into its workspace.
+func openSession(ctx context.Context, a *SandboxAgent, cfg RunConfig) (*openedSession, error) {
+	sc := cfg.Sandbox
+	if sc.Session != nil {
+		return &openedSession{sess: sc.Session, how: "injected " + sc.Session.ID()}, nil
+	}
+	if sc.Client == nil {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent: RunConfig.Sandbox needs a Session or a Client")
+	}
+	if sc.State != nil {
+		sess, err := sc.Client.Resume(ctx, *sc.State)
+		if err != nil {
+			return nil, fmt.Errorf("agent: resume session %s: %w", sc.State, err)
+		}
+		return &openedSession{sess: sess, owned: true, how: "resumed " + sess.ID()}, nil
+	}
+	spec := sc.Spec
+	spec.Mounts = append([]sandbox.Mount(nil), spec.Mounts...)
+	spec.Env = maps.Clone(spec.Env)
+	if sc.Snapshot != "" {
+		spec.Snapshot = sc.Snapshot
+	}
+	if a.RunAs != "" {
+		spec.User = a.RunAs
+	}
+	o := &openedSession{owned: true, how: "created"}
+	if spec.Snapshot != "" {
+		o.how = "created from snapshot " + spec.Snapshot
+	}
+	m := cfg.Manifest
+	if m == nil {
+		m = a.Manifest
+	}
+	if m != nil {
+		if err := materialize(ctx, m, &spec, sc, o); err != nil {
+			o.removeTemp()
+			return nil, err
+		}
+	}
+	sess, err := sc.Client.Create(ctx, spec)
+	if err != nil {
+		o.removeTemp()
+		return nil, fmt.Errorf("agent: create %s session: %w", sc.Client.Name(), err)
+	}
+	o.sess = sess
+	return o, nil
+}
+
+// materialize writes the manifest's files into the workspace and merges
+// its mounts, env and user into spec. A snapshot-seeded session takes its
+// files from the snapshot (the backend needs an empty workspace for it),
+// so then the files go to a scratch directory and only mounts, env and
+// user are kept.
+func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, sc SandboxConfig, o *openedSession) error {
+	if err := m.Validate(manifest.ValidateOptions{Base: sc.ManifestBase, Trusted: sc.TrustedManifest}); err != nil {
+		return fmt.Errorf("agent: validate manifest: %w", err)
+	}
+	uid, gid := parseUser(spec.User)
+	dir := spec.Workspace
+	if dir == "" || spec.Snapshot != "" {
+		tmp, err := os.MkdirTemp("", "agentbox-workspace-")
+		if err != nil {
+			return fmt.Errorf("agent: make workspace directory: %w", err)
+		}
+		o.tempDirs = append(o.tempDirs, tmp)
+		dir = tmp
+		if spec.Snapshot == "" {
+			spec.Workspace = tmp
+		}
+	}
+	mat, err := m.Materialize(ctx, dir, manifest.MaterializeOptions{Base: sc.ManifestBase, Trusted: sc.TrustedManifest, UID: uid, GID: gid})
+	if err != nil {
+		return fmt.Errorf("agent: materialize manifest into %s: %w", dir, err)
+	}
+	spec.Mounts = append(spec.Mounts, mat.Mounts...)
+	if spec.Workdir == "" && mat.Root != "" {
+		spec.Workdir = mat.Root
+	}
+	if len(mat.Env) > 0 && spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	for k, v := range mat.Env {
+		if _, set := spec.Env[k]; !set {
+			spec.Env[k] = v
+		}
+	}
+	if spec.User == "" && mat.User != "" {
+		spec.User = mat.User
+	}
+	return nil
+}
+
+// parseUser reads "uid[:gid]", defaulting to the sandbox defaults.
+func parseUser(u string) (int, int) {
+	uid, gid := sandbox.DefaultUID, sandbox.DefaultGID
+	if u == "" {
+		return uid, gid
+	}
+	us, gs, hasGID := strings.Cut(u, ":")
+	if n, err := strconv.Atoi(us); err == nil {
+		uid = n
+		if !hasGID {
+			gid = n
+		}
+	}
+	if hasGID {
+		if n, err := strconv.Atoi(gs); err == nil {
+			gid = n
+		}
+	}
+	return uid, gid
+}
+
+func (o *openedSession) removeTemp() {
+	for _, d := range o.tempDirs {
+		_ = os.RemoveAll(d)
+	}
+	o.tempDirs = nil
+}

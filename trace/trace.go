@@ -1,0 +1,79 @@
+// Package trace records an agent run as JSONL: one JSON object per line,
+// each flushed as it is written so that a crash leaves the trace complete
+// up to the failure. When an OTLP endpoint is configured the same events
+// are exported as OpenTelemetry spans (run -> turn -> tool call).
+package trace
+
+import (
+	"github.com/agentbox/agentbox/agent/model"
+	"time"
+)
+
+// Type names a trace event.
+type Type string
+
+// The event types, in the order a run usually emits them.
+const (
+	RunStart      Type = "run_start"
+	ModelRequest  Type = "model_request"
+	ModelResponse Type = "model_response"
+	ToolCall      Type = "tool_call"
+	SandboxExec   Type = "sandbox_exec"
+	Approval      Type = "approval"
+	ToolResult    Type = "tool_result"
+	Error         Type = "error"
+	FinalOutput   Type = "final_output"
+	RunEnd        Type = "run_end"
+)
+
+// Event is one line of a trace. Only the fields of its Type are set.
+type Event struct {
+	Time    time.Time `json:"time"`
+	RunID   string    `json:"run_id"`
+	TraceID string    `json:"trace_id"`
+	Seq     int64     `json:"seq"`
+	Type    Type      `json:"type"`
+	// Turn is the model turn the event belongs to (1-based; 0 outside).
+	Turn int `json:"turn,omitempty"`
+
+	// run_start
+	Agent   string `json:"agent,omitempty"`
+	Model   string `json:"model,omitempty"`
+	Input   string `json:"input,omitempty"`
+	Session string `json:"session,omitempty"`
+
+	// model_request
+	Items            int      `json:"items,omitempty"`
+	Tools            []string `json:"tools,omitempty"`
+	InstructionBytes int      `json:"instruction_bytes,omitempty"`
+
+	// model_response
+	Text  string       `json:"text,omitempty"`
+	Calls []string     `json:"calls,omitempty"`
+	Usage *model.Usage `json:"usage,omitempty"`
+
+	// tool_call, tool_result, approval
+	Tool      string `json:"tool,omitempty"`
+	CallID    string `json:"call_id,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	Bytes     int    `json:"bytes,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"`
+	Approved  *bool  `json:"approved,omitempty"`
+	Rule      string `json:"rule,omitempty"`
+
+	// sandbox_exec
+	Cmd      string `json:"cmd,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Running  bool   `json:"running,omitempty"`
+
+	// error (and failed tool results), final_output
+	Err    string `json:"error,omitempty"`
+	Output string `json:"output,omitempty"`
+
+	// DurationMS is the step's wall time: model response, tool result,
+	// sandbox exec, run end.
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Turns is set on run_end.
+	Turns int `json:"turns,omitempty"`
+}
