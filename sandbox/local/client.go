@@ -1,0 +1,200 @@
+// Package local is agentbox's unconfined backend, for development on hosts
+// without namespaces. Commands run directly on the host, as the agentbox
+// user, in the workspace directory: they see the whole host filesystem,
+// network and processes. It enforces only per-exec timeouts (each command
+// runs in its own process group, killed as a group) and the output cap, and
+// refuses every other policy part unless the caller allows a weaker
+// sandbox, in which case it says loudly, once per session, that it confines
+// nothing.
+//
+// Even the timeout is best effort against an adversary: a grandchild that
+// calls setsid(2) or setpgid(2) leaves the process group and survives the
+// kill. That is why this backend is called unconfined.
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Options configure the local backend.
+type Options struct {
+	// Snapshots stores workspace snapshots; nil disables Snapshot and
+	// seeding from one.
+	Snapshots sandbox.SnapshotStore
+	// Logger receives the weakened-policy warnings; default slog.Default().
+	Logger *slog.Logger
+	// Warn receives the one-line "confines NOTHING" warning each session
+	// prints; default os.Stderr.
+	Warn io.Writer
+}
+
+// Client is the local backend.
+type Client struct {
+	opts Options
+	log  *slog.Logger
+	warn io.Writer
+
+	mu       sync.Mutex
+	sessions map[string]*session // live sessions, so Delete can end them
+}
+
+// New returns the local backend. It needs nothing from the host.
+func New(opts Options) (*Client, error) {
+	c := &Client{opts: opts, log: opts.Logger, warn: opts.Warn, sessions: map[string]*session{}}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.warn == nil {
+		c.warn = os.Stderr
+	}
+	return c, nil
+}
+
+// Name is "local".
+func (c *Client) Name() string { return "local" }
+
+// enforced are the only parts this backend enforces.
+var enforced = []sandbox.Part{sandbox.PartTimeout, sandbox.PartOutput}
+
+// Enforces lists the per-exec timeout and the output cap: nothing else.
+func (c *Client) Enforces() []sandbox.Part { return append([]sandbox.Part(nil), enforced...) }
+
+// Create starts a session on spec.Workspace (or on a fresh temporary
+// directory it removes on Close), seeded from spec.Snapshot when set.
+func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	missing, err := c.admit(spec)
+	if err != nil {
+		return nil, err
+	}
+	id, err := newID()
+	if err != nil {
+		return nil, sandbox.Wrap("local: create", nil, err)
+	}
+	st := sandbox.State{
+		Version: sandbox.StateVersion,
+		Backend: c.Name(),
+		ID:      id,
+		Spec:    spec,
+	}
+	ws, owns, err := c.prepareWorkspace(ctx, spec, id)
+	if err != nil {
+		return nil, err
+	}
+	st.Workspace, st.OwnsWorkspace = ws, owns
+	st.Snapshot = spec.Snapshot
+	s, err := c.open(st, missing)
+	if err != nil {
+		if owns {
+			os.RemoveAll(ws)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Resume opens a new session on st's workspace when it still exists, else
+// rebuilds the workspace from st's snapshot. The local backend has no
+// processes that outlive their session, so there is nothing to reattach.
+func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
+	if st.Backend != c.Name() {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "local: resume: state is for backend %q", st.Backend)
+	}
+	missing, err := c.admit(st.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(st.Workspace); st.Workspace != "" && err == nil && fi.IsDir() {
+		return c.open(st, missing)
+	}
+	if st.Snapshot == "" {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "local: resume %s: workspace %q is gone and there is no snapshot to rebuild it from", st, st.Workspace)
+	}
+	spec := st.Spec
+	spec.Workspace = ""
+	if !st.OwnsWorkspace {
+		// The caller's directory went away: rebuild it where it was.
+		spec.Workspace = st.Workspace
+	}
+	spec.Snapshot = st.Snapshot
+	ws, owns, err := c.prepareWorkspace(ctx, spec, st.ID)
+	if err != nil {
+		return nil, err
+	}
+	st.Workspace, st.OwnsWorkspace = ws, owns
+	s, err := c.open(st, missing)
+	if err != nil && owns {
+		os.RemoveAll(ws)
+	}
+	return s, err
+}
+
+// Delete ends the session st names if it lives in this client, and removes
+// its workspace when the session created it.
+func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
+	c.mu.Lock()
+	s := c.sessions[st.ID]
+	c.mu.Unlock()
+	if s != nil {
+		if err := s.Close(ctx); err != nil {
+			return err
+		}
+	}
+	if st.OwnsWorkspace && st.Workspace != "" {
+		if err := os.RemoveAll(st.Workspace); err != nil {
+			return sandbox.Wrap("local: delete workspace "+st.Workspace, nil, err)
+		}
+	}
+	return nil
+}
+
+// admit validates spec and checks its policy against what this backend
+// enforces; it returns the parts that will not be enforced.
+func (c *Client) admit(spec sandbox.Spec) ([]sandbox.Part, error) {
+	if len(spec.Mounts) > 0 {
+		return nil, &sandbox.Error{Op: "local: create", Kind: sandbox.ErrPolicyUnsupported,
+			Err: fmt.Errorf("cannot bind mounts (%s onto %s): the local backend has no mount namespace", spec.Mounts[0].Source, spec.Mounts[0].Target)}
+	}
+	if _, err := parseUser(spec.User); err != nil {
+		return nil, err
+	}
+	missing, err := sandbox.Check(c.Name(), enforced, spec.Policy, spec.AllowWeaker, c.log)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkHost {
+		// Not a required part, but say it anyway: it is what happens.
+		missing = append(missing, "network (host network shared)")
+	}
+	return missing, nil
+}
+
+func (c *Client) track(s *session) {
+	c.mu.Lock()
+	c.sessions[s.st.ID] = s
+	c.mu.Unlock()
+}
+
+func (c *Client) untrack(s *session) {
+	c.mu.Lock()
+	if c.sessions[s.st.ID] == s {
+		delete(c.sessions, s.st.ID)
+	}
+	c.mu.Unlock()
+}
+
+func newID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("session id: %w", err)
+	}
+	return "local-" + hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,150 @@
+package sandboxtest
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func lifecycleTests() []testCase {
+	return []testCase{
+		{name: "Close is idempotent and a closed session refuses exec", run: testClose},
+		{name: "State round-trips and Resume sees the same files", needs: CapResume, run: testResume},
+		{name: "a snapshot seeds a new session and rebuilds a lost workspace", run: testSnapshot},
+	}
+}
+
+func testClose(t *testing.T, s *suite) {
+	c := s.client(t)
+	sess, err := c.Create(ctx(t), s.spec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shOK(t, sess, "true")
+	for i := range 2 {
+		if err := sess.Close(ctx(t)); err != nil {
+			t.Fatalf("close #%d: %v", i+1, err)
+		}
+	}
+	if _, err := sess.Exec(ctx(t), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("exec after close: err = %v, want ErrClosed", err)
+	}
+	if _, err := sess.Start(ctx(t), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("start after close: err = %v, want ErrClosed", err)
+	}
+}
+
+func testResume(t *testing.T, s *suite) {
+	c, sess := s.session(t)
+	cx := ctx(t)
+	if err := sess.WriteFile(cx, "kept/state.txt", []byte("survives"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := sess.State()
+	if st.Version != sandbox.StateVersion || st.Backend != c.Name() || st.ID != sess.ID() {
+		t.Fatalf("State() = version %d backend %q id %q; want %d %q %q", st.Version, st.Backend, st.ID, sandbox.StateVersion, c.Name(), sess.ID())
+	}
+	data, err := sandbox.MarshalState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := sandbox.UnmarshalState(data)
+	if err != nil {
+		t.Fatalf("unmarshal the marshalled state: %v\n%s", err, data)
+	}
+	if back.ID != st.ID || back.Backend != st.Backend || back.Workspace != st.Workspace || back.OwnsWorkspace != st.OwnsWorkspace {
+		t.Fatalf("state changed in the round trip:\n%+v\n%+v", st, back)
+	}
+	if err := sess.Stop(cx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	// A fresh client, as another process would have.
+	c2 := s.client(t)
+	resumed, err := c2.Resume(cx, back)
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	closeAtEnd(t, resumed)
+	got, err := resumed.ReadFile(cx, "kept/state.txt")
+	if err != nil || string(got) != "survives" {
+		t.Fatalf("resumed ReadFile = %q, %v", got, err)
+	}
+	res := shOK(t, resumed, "cat kept/state.txt")
+	if string(res.Stdout) != "survives" {
+		t.Fatalf("a command in the resumed session read %q", res.Stdout)
+	}
+}
+
+func testSnapshot(t *testing.T, s *suite) {
+	if s.cfg.snapshots == nil {
+		t.Skip("no snapshot store given (sandboxtest.WithSnapshots)")
+	}
+	c := s.client(t)
+	cx := ctx(t)
+	// A workspace the backend owns, so that Close removes it.
+	owned := func(sp *sandbox.Spec) { sp.Workspace = "" }
+	sess, err := c.Create(cx, s.spec(t, owned))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, sess)
+	if err := sess.WriteFile(cx, "snap/data.txt", []byte("v1"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	shOK(t, sess, "mkdir -p made && echo by-cmd > made/f")
+	ref, err := sess.Snapshot(cx)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if ref == "" || sess.State().Snapshot != ref {
+		t.Fatalf("snapshot ref %q, State().Snapshot %q", ref, sess.State().Snapshot)
+	}
+	if err := sess.WriteFile(cx, "snap/data.txt", []byte("v2 after the snapshot"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+
+	seeded, err := c.Create(cx, s.spec(t, func(sp *sandbox.Spec) { sp.Snapshot = ref }))
+	if err != nil {
+		t.Fatalf("create from snapshot: %v", err)
+	}
+	closeAtEnd(t, seeded)
+	checkSnapshotFiles(t, seeded)
+
+	if _, ok := s.cfg.skips[CapResume]; ok {
+		return
+	}
+	st := sess.State()
+	if err := sess.Close(cx); err != nil {
+		t.Fatal(err)
+	}
+	if st.OwnsWorkspace && st.Workspace != "" {
+		if _, err := os.Stat(st.Workspace); err == nil {
+			t.Fatalf("Close left the workspace %s it created", st.Workspace)
+		}
+	}
+	rebuilt, err := s.client(t).Resume(cx, st)
+	if err != nil {
+		t.Fatalf("resume after the workspace is gone: %v", err)
+	}
+	closeAtEnd(t, rebuilt)
+	checkSnapshotFiles(t, rebuilt)
+}
+
+func checkSnapshotFiles(t *testing.T, sess sandbox.Session) {
+	t.Helper()
+	cx := ctx(t)
+	got, err := sess.ReadFile(cx, "snap/data.txt")
+	if err != nil || string(got) != "v1" {
+		t.Fatalf("snap/data.txt = %q, %v; want the snapshot's v1", got, err)
+	}
+	res := shOK(t, sess, "cat made/f")
+	if string(res.Stdout) != "by-cmd\n" {
+		t.Fatalf("made/f = %q", res.Stdout)
+	}
+	list, err := sess.ListDir(cx, "snap")
+	if err != nil || len(list) != 1 || list[0].Mode.Perm() != 0o640 {
+		t.Fatalf("ListDir(snap) = %+v, %v; want data.txt with mode 0640", list, err)
+	}
+}
