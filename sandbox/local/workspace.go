@@ -55,7 +55,7 @@ func (c *Client) prepareWorkspace(ctx context.Context, spec sandbox.Spec, id str
 	}
 	ws, owns := spec.Workspace, false
 	if ws == "" {
-		ws, err = os.MkdirTemp("", "agentbox-local-"+id+"-")
+		ws, err = os.MkdirTemp("", "agentbox-"+id+"-")
 		if err != nil {
 			return "", false, sandbox.Wrap("local: create workspace", nil, err)
 		}

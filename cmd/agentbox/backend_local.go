@@ -1,0 +1,16 @@
+package main
+
+import (
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/local"
+)
+
+// The local backend: unconfined, for development on hosts without
+// namespaces. It refuses every policy part but timeouts and the output cap
+// unless --allow-weaker, and warns on every session that it confines
+// nothing.
+func init() {
+	backends["local"] = func(opts backendOptions) (sandbox.Client, error) {
+		return local.New(local.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, Warn: opts.Warn})
+	}
+}
