@@ -44,6 +44,15 @@ func syncDir(dir string) error {
 	return nil
 }
 
+// syncFS flushes the store's file system unless the store is a test's
+// that opted out.
+func (s *Store) syncFS(dir string) error {
+	if s.noSync {
+		return nil
+	}
+	return syncFS(dir)
+}
+
 // syncFS flushes the whole file system holding dir (syncfs(2)): one call
 // makes every file a save wrote durable, instead of one fsync per file.
 func syncFS(dir string) error {

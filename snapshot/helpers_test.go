@@ -141,11 +141,10 @@ func quietLogger() *slog.Logger {
 
 // randomData is n pseudo-random bytes (incompressible), deterministic.
 func randomData(seed uint64, n int) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	var key [32]byte
+	key[0], key[1] = byte(seed), byte(seed>>8)
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
+	_, _ = rand.NewChaCha8(key).Read(b)
 	return b
 }
 

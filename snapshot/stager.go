@@ -160,7 +160,7 @@ func (st *stager) putStream(w *worker, r io.Reader) (string, int64, error) {
 // name in objects/ always holds its whole content), and both are durable
 // before the manifest that references them appears.
 func (st *stager) publish(m *Manifest) (Info, error) {
-	if err := syncFS(st.dir); err != nil {
+	if err := st.s.syncFS(st.dir); err != nil {
 		return Info{}, err
 	}
 	fans := map[string]bool{}
@@ -176,7 +176,7 @@ func (st *stager) publish(m *Manifest) (Info, error) {
 			return Info{}, fmt.Errorf("publish object %s: %w", short(sum), err)
 		}
 	}
-	if err := syncFS(st.dir); err != nil {
+	if err := st.s.syncFS(st.dir); err != nil {
 		return Info{}, err
 	}
 	data, id, err := m.encode()
@@ -201,7 +201,7 @@ func writeNew(name string, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(name)
-		return fmt.Errorf("write %s: %w", name, err)
+		return err
 	}
 	return nil
 }

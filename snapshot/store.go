@@ -33,6 +33,9 @@ type Store struct {
 	dir    string
 	log    *slog.Logger
 	limits Limits
+	// noSync skips syncfs/fsync; only tests that do not test durability
+	// (the fuzzer) set it, to run faster.
+	noSync bool
 }
 
 var _ sandbox.SnapshotStore = (*Store)(nil)

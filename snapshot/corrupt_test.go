@@ -1,0 +1,67 @@
+package snapshot
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func TestACorruptedSnapshotIsRefusedAndRestoresNothing(t *testing.T) {
+	bigSum := sha(randomData(1, 3<<20+17))
+	readmeSum := sha([]byte("hello\n"))
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, s *Store, id string)
+	}{
+		{"a flipped byte in a small object", func(t *testing.T, s *Store, id string) { flipByte(t, s.objectPath(readmeSum), -1) }},
+		{"a flipped byte in a streamed object", func(t *testing.T, s *Store, id string) { flipByte(t, s.objectPath(bigSum), 1<<20) }},
+		{"a truncated object", func(t *testing.T, s *Store, id string) { os.Truncate(s.objectPath(bigSum), 100) }},
+		{"a missing object", func(t *testing.T, s *Store, id string) { os.Remove(s.objectPath(readmeSum)) }},
+		{"an object swapped for another", func(t *testing.T, s *Store, id string) {
+			data, _ := os.ReadFile(s.objectPath(sha([]byte("k"))))
+			os.WriteFile(s.objectPath(readmeSum), data, 0o600)
+		}},
+		{"an edited manifest", func(t *testing.T, s *Store, id string) { flipByte(t, s.manifestPath(id), 40) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t, Limits{})
+			id, err := s.Save(ctx(), workspace(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.damage(t, s, id)
+			if err := s.Verify(ctx(), id); !errors.Is(err, ErrCorrupt) || !errors.Is(err, sandbox.ErrInvalid) {
+				t.Errorf("Verify err = %v, want ErrCorrupt and ErrInvalid", err)
+			}
+			base := t.TempDir()
+			dst := filepath.Join(base, "restored")
+			err = s.Restore(ctx(), id, dst)
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Restore err = %v, want ErrCorrupt", err)
+			}
+			if ents, _ := os.ReadDir(base); len(ents) != 0 {
+				t.Errorf("a refused restore left %v beside the target", ents)
+			}
+		})
+	}
+}
+
+// flipByte inverts one byte of a file; a negative offset counts from the end.
+func flipByte(t *testing.T, p string, off int64) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off < 0 {
+		off += int64(len(data))
+	}
+	data[off] ^= 0xff
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
