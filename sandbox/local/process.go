@@ -91,6 +91,12 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	err := s.usable("exec")
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	dir, err := s.hostDir(req.Workdir)
 	if err != nil {
 		return nil, err
