@@ -1,0 +1,208 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Name is the backend's name in State and on the command line.
+const Name = "docker"
+
+// Options configure a Client.
+type Options struct {
+	// Snapshots stores workspace snapshots; nil disables Session.Snapshot
+	// and resuming from a snapshot.
+	Snapshots sandbox.SnapshotStore
+	// Logger receives warnings (weakened policy parts) and debug events.
+	Logger *slog.Logger
+	// Image is the default image when a Spec names none; default BaseImage.
+	Image string
+	// Host overrides DOCKER_HOST (for example "unix:///run/docker.sock").
+	Host string
+}
+
+// Client is the Docker backend: each session is one container on the
+// Docker Engine that DOCKER_HOST names (the local socket by default).
+type Client struct {
+	api    *client.Client
+	opts   Options
+	log    *slog.Logger
+	host   string
+	engine engineInfo
+}
+
+// engineInfo is what New learned about the engine, for Enforces.
+type engineInfo struct {
+	version       string
+	apiVersion    string
+	storageDriver string
+	seccomp       bool
+	rootless      bool
+	cgroupVersion string
+	memoryLimit   bool
+	swapLimit     bool
+	pidsLimit     bool
+	cpuCFS        bool
+	internalNet   bool // bridge driver present, so an --internal network can be made
+}
+
+// New connects to the Docker Engine (DOCKER_HOST, or Options.Host),
+// negotiates the API version and detects what the engine can enforce. An
+// engine that does not answer is ErrUnavailable naming the host.
+func New(opts Options) (*Client, error) {
+	if opts.Image == "" {
+		opts.Image = BaseImage
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	clientOpts := []client.Opt{client.FromEnv}
+	if opts.Host != "" {
+		clientOpts = append(clientOpts, client.WithHost(opts.Host))
+	}
+	api, err := client.New(clientOpts...)
+	if err != nil {
+		return nil, sandbox.Wrap("docker: connect", sandbox.ErrUnavailable, fmt.Errorf("docker client for %s: %w", hostDescription(opts.Host), err))
+	}
+	c := &Client{api: api, opts: opts, log: log, host: hostDescription(opts.Host)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.detect(ctx); err != nil {
+		_ = api.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// hostDescription names the engine address for error messages.
+func hostDescription(override string) string {
+	switch {
+	case override != "":
+		return override
+	case os.Getenv("DOCKER_HOST") != "":
+		return "DOCKER_HOST=" + os.Getenv("DOCKER_HOST")
+	}
+	return "DOCKER_HOST unset, default " + client.DefaultDockerHost
+}
+
+func (c *Client) detect(ctx context.Context) error {
+	ping, err := c.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	if err != nil {
+		return c.unavailable("docker: connect", err)
+	}
+	res, err := c.api.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return c.unavailable("docker: engine info", err)
+	}
+	info := res.Info
+	if info.OSType != "" && info.OSType != "linux" {
+		return sandbox.Errorf(sandbox.ErrUnavailable, "docker: engine at %s runs %s containers; agentbox needs linux", c.host, info.OSType)
+	}
+	e := engineInfo{
+		version:       info.ServerVersion,
+		apiVersion:    ping.APIVersion,
+		storageDriver: info.Driver,
+		cgroupVersion: info.CgroupVersion,
+		memoryLimit:   info.MemoryLimit,
+		swapLimit:     info.SwapLimit,
+		pidsLimit:     info.PidsLimit,
+		cpuCFS:        info.CPUCfsQuota,
+	}
+	for _, o := range info.SecurityOptions {
+		switch {
+		case strings.HasPrefix(o, "name=seccomp"):
+			e.seccomp = true
+		case strings.HasPrefix(o, "name=rootless"):
+			e.rootless = true
+		}
+	}
+	e.internalNet = slices.Contains(info.Plugins.Network, "bridge")
+	c.engine = e
+	c.log.Debug("docker engine", "host", c.host, "version", e.version, "api", c.api.ClientVersion(), "storage", e.storageDriver, "seccomp", e.seccomp)
+	return nil
+}
+
+// unavailable turns a transport error into ErrUnavailable naming the host;
+// other errors are wrapped as they are.
+func (c *Client) unavailable(op string, err error) error {
+	if client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) || isConnRefused(err) {
+		return &sandbox.Error{Op: op, Kind: sandbox.ErrUnavailable, Err: fmt.Errorf("docker engine at %s does not answer (is dockerd running, and is DOCKER_HOST right?): %w", c.host, err), Retryable: true}
+	}
+	return sandbox.Wrap(op, kindOf(err), err)
+}
+
+func isConnRefused(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "connection refused") || strings.Contains(s, "no such file or directory") && strings.Contains(s, "dial")
+}
+
+// kindOf maps engine error classes to sandbox kinds.
+func kindOf(err error) error {
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return sandbox.ErrNotFound
+	case cerrdefs.IsInvalidArgument(err):
+		return sandbox.ErrInvalid
+	case client.IsErrConnectionFailed(err):
+		return sandbox.ErrUnavailable
+	}
+	return nil
+}
+
+// Name is "docker".
+func (c *Client) Name() string { return Name }
+
+// Engine describes the engine New connected to, for logs and doctor output.
+func (c *Client) Engine() string {
+	return fmt.Sprintf("docker %s (API %s) at %s, storage %s, cgroup v%s", c.engine.version, c.api.ClientVersion(), c.host, c.engine.storageDriver, c.engine.cgroupVersion)
+}
+
+// Enforces lists the parts this engine can enforce, as detected by New.
+//
+// Always (the container model): filesystem isolation (the image root,
+// read-only, plus the workspace bind), read-only paths (read-only binds),
+// deny paths (an empty read-only tmpfs or /dev/null over the path), process
+// isolation (a pid namespace), network none (network mode none), the
+// timeout and output caps (enforced by agentbox, killing the exec's tree).
+// Identity needs the engine's seccomp support; memory, pids and cpu need
+// the matching cgroup controllers; disk needs a storage driver that takes
+// --storage-opt size, which agentbox does not rely on (the workspace is a
+// bind mount a container quota cannot cover), so disk is never enforced.
+func (c *Client) Enforces() []sandbox.Part {
+	parts := []sandbox.Part{
+		sandbox.PartFilesystem, sandbox.PartReadOnlyPaths, sandbox.PartDenyPaths,
+		sandbox.PartNetworkNone, sandbox.PartProcesses, sandbox.PartTimeout, sandbox.PartOutput,
+	}
+	e := c.engine
+	if e.seccomp {
+		parts = append(parts, sandbox.PartIdentity)
+	}
+	if e.memoryLimit && e.swapLimit {
+		parts = append(parts, sandbox.PartMemory)
+	}
+	if e.pidsLimit {
+		parts = append(parts, sandbox.PartPids)
+	}
+	if e.cpuCFS {
+		parts = append(parts, sandbox.PartCPU)
+	}
+	if e.internalNet && egressAvailable {
+		parts = append(parts, sandbox.PartNetworkAllowList)
+	}
+	return parts
+}
+
+// Close releases the engine connection.
+func (c *Client) Close() error { return c.api.Close() }

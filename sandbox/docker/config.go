@@ -1,0 +1,241 @@
+package docker
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// initCmd is what a session container runs: docker-init (tini, injected by
+// the engine with Init) reaps orphans and forwards signals to a shell that
+// only sleeps. Commands arrive through the exec API.
+var initCmd = []string{"/bin/sh", "-c", "while :; do sleep 2147483647; done"}
+
+// tmpSize bounds the /tmp tmpfs (it counts against the memory limit too).
+const tmpSize = "256m"
+
+// identity is the uid:gid commands run as.
+type identity struct{ uid, gid int }
+
+func (id identity) String() string { return strconv.Itoa(id.uid) + ":" + strconv.Itoa(id.gid) }
+
+// parseUser reads Spec.User ("uid[:gid]", numeric; empty = 1000:1000).
+func parseUser(u string) (identity, error) {
+	if u == "" {
+		return identity{sandbox.DefaultUID, sandbox.DefaultGID}, nil
+	}
+	us, gs, hasGID := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(us)
+	if err != nil || uid < 0 {
+		return identity{}, sandbox.Errorf(sandbox.ErrInvalid, "docker: user %q: uid must be a number", u)
+	}
+	gid := uid
+	if hasGID {
+		if gid, err = strconv.Atoi(gs); err != nil || gid < 0 {
+			return identity{}, sandbox.Errorf(sandbox.ErrInvalid, "docker: user %q: gid must be a number", u)
+		}
+	}
+	return identity{uid, gid}, nil
+}
+
+// baseEnv is the environment every command gets before Spec.Env: the
+// host's is never passed. HOME is /tmp because the root is read-only.
+func baseEnv(workdir string) map[string]string {
+	return map[string]string{
+		"PATH":   "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME":   "/tmp",
+		"TMPDIR": "/tmp",
+		"LANG":   "C.UTF-8",
+		"PWD":    workdir,
+	}
+}
+
+func envList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return out
+}
+
+// containerPlan is everything ContainerCreate needs for one session.
+type containerPlan struct {
+	config *container.Config
+	host   *container.HostConfig
+}
+
+// planContainer maps a spec (already checked against Enforces) onto a
+// container: the image's root read-only, the workspace bound read-write
+// at the workdir, /tmp a tmpfs, no capabilities, no new privileges, the
+// seccomp profile, network none, cgroup limits, the session user.
+func (c *Client) planContainer(id string, spec sandbox.Spec, workspace string, who identity, seccompJSON string, env map[string]string) (containerPlan, error) {
+	workdir := spec.Workdir
+	r := spec.Policy.Resources
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Entrypoint: initCmd[:1],
+		Cmd:        initCmd[1:],
+		User:       who.String(),
+		WorkingDir: workdir,
+		Env:        envList(env),
+		Labels: map[string]string{
+			labelSession:   id,
+			labelOwnerPID:  strconv.Itoa(os.Getpid()),
+			labelOwnerHost: hostname(),
+			labelCreated:   time.Now().UTC().Format(time.RFC3339),
+		},
+		NetworkDisabled: spec.Policy.Network.EffectiveMode() == sandbox.NetworkNone,
+		Hostname:        "agentbox",
+	}
+	for k, v := range spec.Labels {
+		cfg.Labels["agentbox.label."+k] = v
+	}
+	init := true
+	hc := &container.HostConfig{
+		NetworkMode:    "none",
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		Init:           &init,
+		IpcMode:        "private",
+		Tmpfs: map[string]string{
+			"/tmp": "rw,nosuid,nodev,size=" + tmpSize + ",mode=1777",
+		},
+		Mounts: []mount.Mount{{
+			Type: mount.TypeBind, Source: workspace, Target: workdir,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate},
+		}},
+	}
+	if seccompJSON != "" {
+		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+seccompJSON)
+	}
+	switch spec.Policy.Network.EffectiveMode() {
+	case sandbox.NetworkHost:
+		hc.NetworkMode = "host"
+	case sandbox.NetworkAllowList:
+		hc.NetworkMode = "" // set by the egress attachment
+	}
+	if r.MemoryBytes > 0 {
+		hc.Memory = r.MemoryBytes
+		hc.MemorySwap = r.MemoryBytes // no swap beyond the limit
+	}
+	if r.Pids > 0 {
+		p := r.Pids
+		hc.PidsLimit = &p
+	}
+	if r.CPUs > 0 {
+		hc.NanoCPUs = int64(r.CPUs * 1e9)
+	}
+	for _, m := range spec.Mounts {
+		if err := sandbox.ValidateMountTarget(workdir, m.Target); err != nil {
+			return containerPlan{}, err
+		}
+		if !filepath.IsAbs(m.Source) {
+			return containerPlan{}, sandbox.Errorf(sandbox.ErrInvalid, "docker: mount source %q must be an absolute host path", m.Source)
+		}
+		if _, err := os.Stat(m.Source); err != nil {
+			return containerPlan{}, sandbox.Wrap("docker: mount "+m.Source, sandbox.ErrNotFound, err)
+		}
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: path.Clean(m.Target), ReadOnly: m.ReadOnly})
+	}
+	if err := planReadOnly(hc, spec, workspace); err != nil {
+		return containerPlan{}, err
+	}
+	if err := planDeny(hc, spec, workspace); err != nil {
+		return containerPlan{}, err
+	}
+	return containerPlan{config: cfg, host: hc}, nil
+}
+
+// hostSource maps a sandbox path to the host path it is bound from (the
+// workspace or a Mount), or "" when it lies in the image's root or /tmp.
+func hostSource(spec sandbox.Spec, workspace, p string) (src string, writable bool) {
+	p = path.Clean(p)
+	best, bestLen := "", -1
+	consider := func(target, source string, rw bool) {
+		if p == target || strings.HasPrefix(p, strings.TrimSuffix(target, "/")+"/") {
+			if len(target) > bestLen {
+				rel := strings.TrimPrefix(strings.TrimPrefix(p, target), "/")
+				best, bestLen, writable = filepath.Join(source, filepath.FromSlash(rel)), len(target), rw
+			}
+		}
+	}
+	consider(spec.Workdir, workspace, true)
+	for _, m := range spec.Mounts {
+		consider(path.Clean(m.Target), m.Source, !m.ReadOnly)
+	}
+	return best, writable
+}
+
+// planReadOnly makes each Filesystem.ReadOnly path read-only. Paths in the
+// workspace or a writable mount get a read-only bind of themselves over
+// themselves (the kernel refuses writes, whatever the permissions); /tmp
+// cannot hold a read-only path; the rest of the root is read-only already.
+func planReadOnly(hc *container.HostConfig, spec sandbox.Spec, workspace string) error {
+	for _, p := range spec.Policy.Filesystem.ReadOnly {
+		p = path.Clean(p)
+		if p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
+			return sandbox.Errorf(sandbox.ErrPolicyUnsupported, "docker: read-only path %s is inside the /tmp tmpfs (name a path in the workspace or a mount)", p)
+		}
+		src, rw := hostSource(spec, workspace, p)
+		if src == "" || !rw {
+			continue // image root or a read-only mount: read-only already
+		}
+		if _, err := os.Lstat(src); os.IsNotExist(err) {
+			if err := os.MkdirAll(src, 0o755); err != nil {
+				return sandbox.Wrap("docker: create read-only path "+p, nil, err)
+			}
+		}
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: p, ReadOnly: true})
+	}
+	return nil
+}
+
+// planDeny hides each Filesystem.Deny path: a directory (or a path that
+// does not exist) is covered by an empty read-only tmpfs with mode 000, a
+// file by a read-only bind of /dev/null.
+func planDeny(hc *container.HostConfig, spec sandbox.Spec, workspace string) error {
+	for _, p := range spec.Policy.Filesystem.Deny {
+		p = path.Clean(p)
+		if p == "/" || p == spec.Workdir {
+			return sandbox.Errorf(sandbox.ErrInvalid, "docker: cannot deny %s: it is the root of the sandbox layout", p)
+		}
+		if src, _ := hostSource(spec, workspace, p); src != "" {
+			if fi, err := os.Lstat(src); err == nil && !fi.IsDir() {
+				hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: "/dev/null", Target: p, ReadOnly: true})
+				continue
+			}
+		}
+		// An explicit mode 000: the engine's default tmpfs mode is 1777.
+		hc.Tmpfs[p] = "ro,nosuid,nodev,noexec,size=4k,mode=000"
+	}
+	return nil
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return h
+}
+
+// describeMounts is a one-line summary for debug logs.
+func describeMounts(hc *container.HostConfig) string {
+	var b strings.Builder
+	for _, m := range hc.Mounts {
+		fmt.Fprintf(&b, "%s:%s(%s,ro=%t) ", m.Source, m.Target, m.Type, m.ReadOnly)
+	}
+	return b.String()
+}

@@ -1,0 +1,313 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/wsfs"
+)
+
+// Create starts a session: checks the policy against what the engine
+// enforces, prepares the workspace (fresh, given, or restored from a
+// snapshot), creates and starts the container.
+func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	spec, err := c.normalize(spec)
+	if err != nil {
+		return nil, err
+	}
+	id := newSessionID()
+	return c.create(ctx, id, spec, "")
+}
+
+func newSessionID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "dk-" + hex.EncodeToString(b[:])
+}
+
+// normalize applies defaults and refuses what cannot be enforced.
+func (c *Client) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
+	if spec.Workdir == "" {
+		spec.Workdir = sandbox.DefaultWorkdir
+	}
+	if !path.IsAbs(spec.Workdir) || path.Clean(spec.Workdir) == "/" {
+		return spec, sandbox.Errorf(sandbox.ErrInvalid, "docker: workdir %q must be an absolute path below /", spec.Workdir)
+	}
+	spec.Workdir = path.Clean(spec.Workdir)
+	if spec.Image == "" {
+		spec.Image = c.opts.Image
+	}
+	if d := spec.Policy.Resources.DiskBytes; d > 0 && !spec.AllowWeaker {
+		return spec, sandbox.Wrap("docker: create", sandbox.ErrPolicyUnsupported, fmt.Errorf(
+			"cannot enforce resources.disk (%d bytes): the workspace is a host bind mount, which no container quota covers, and the engine's storage driver %q offers no --storage-opt size for the (read-only) container layer either (pass --allow-weaker to run without)",
+			d, c.engine.storageDriver))
+	}
+	if _, err := sandbox.Check(Name, c.Enforces(), spec.Policy, spec.AllowWeaker, c.log); err != nil {
+		return spec, err
+	}
+	return spec, nil
+}
+
+// create builds the session id's container from spec; workspace, when
+// set, is an existing workspace to reuse (Resume).
+func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, workspace string) (_ sandbox.Session, err error) {
+	who, err := parseUser(spec.User)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.EnsureImage(ctx, spec.Image); err != nil {
+		return nil, err
+	}
+	s := &session{c: c, id: id, spec: spec, who: who, created: time.Now().UTC()}
+	defer func() {
+		if err != nil {
+			_ = s.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := s.prepareWorkspace(ctx, workspace); err != nil {
+		return nil, err
+	}
+	env := baseEnv(spec.Workdir)
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	profile, err := c.seccompProfile()
+	if err != nil {
+		return nil, err
+	}
+	plan, err := c.planContainer(id, spec, s.workspace, who, profile, env)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
+		down, err := c.attachEgress(ctx, s, &plan)
+		if err != nil {
+			return nil, err
+		}
+		s.extraDown = down
+	}
+	c.log.Debug("docker: create container", "session", id, "image", spec.Image, "mounts", describeMounts(plan.host))
+	created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{Config: plan.config, HostConfig: plan.host, Name: "agentbox-" + id})
+	if err != nil {
+		return nil, c.unavailable("docker: create container for session "+id, err)
+	}
+	s.containerID = created.ID
+	if _, err := c.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		return nil, c.unavailable("docker: start container "+shortID(created.ID), err)
+	}
+	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
+		s.timer = time.AfterFunc(t-time.Since(s.created), s.expire)
+	}
+	return s, nil
+}
+
+// prepareWorkspace settles the host directory bound at the workdir: the
+// given one (Spec.Workspace or a resumed one), or a fresh one seeded from
+// Spec.Snapshot. The container's user gets ownership of it (only when
+// agentbox runs as root), since without capabilities it could not write
+// a root-owned directory.
+func (s *session) prepareWorkspace(ctx context.Context, reuse string) error {
+	ws := reuse
+	if ws == "" {
+		ws = s.spec.Workspace
+	}
+	if ws == "" {
+		dir, err := os.MkdirTemp("", "agentbox-docker-"+s.id+"-")
+		if err != nil {
+			return sandbox.Wrap("docker: create workspace", nil, err)
+		}
+		ws, s.ownsWS = dir, true
+	} else {
+		abs, err := filepath.Abs(ws)
+		if err != nil {
+			return sandbox.Wrap("docker: workspace "+ws, sandbox.ErrInvalid, err)
+		}
+		ws = abs
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			return sandbox.Wrap("docker: create workspace "+ws, nil, err)
+		}
+	}
+	s.workspace = ws
+	if s.spec.Snapshot != "" && reuse == "" {
+		if s.c.opts.Snapshots == nil {
+			return sandbox.Errorf(sandbox.ErrInvalid, "docker: spec names snapshot %s but the client has no snapshot store", s.spec.Snapshot)
+		}
+		if err := os.Remove(ws); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return sandbox.Wrap("docker: seed workspace "+ws+" from snapshot", sandbox.ErrInvalid, fmt.Errorf("workspace must be empty: %w", err))
+		}
+		if err := s.c.opts.Snapshots.Restore(ctx, s.spec.Snapshot, ws); err != nil {
+			return sandbox.Wrap("docker: restore snapshot "+s.spec.Snapshot, nil, err)
+		}
+		s.snapshot = s.spec.Snapshot
+	}
+	if err := giveTo(ws, s.who); err != nil {
+		return err
+	}
+	root, err := wsfs.Open(ws)
+	if err != nil {
+		return err
+	}
+	s.root = root
+	return nil
+}
+
+// giveTo chowns the workspace tree to the session user when agentbox is
+// root and the entries are owned by someone else (lchown: links are not
+// followed out of the tree).
+func giveTo(dir string, who identity) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return sandbox.Wrap("docker: give workspace to "+who.String(), nil, err)
+		}
+		if err := os.Lchown(p, who.uid, who.gid); err != nil {
+			return sandbox.Wrap("docker: chown "+p+" to "+who.String(), nil, err)
+		}
+		return nil
+	})
+}
+
+func removeWorkspace(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return sandbox.Wrap("docker: remove workspace "+dir, nil, err)
+	}
+	return nil
+}
+
+// removeContainer force-removes a container; one already gone is fine.
+func (c *Client) removeContainer(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	_, err := c.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		return c.unavailable("docker: remove container "+shortID(id), err)
+	}
+	return nil
+}
+
+// Resume reattaches to the session's container when it still exists
+// (starting it again after Stop); otherwise it recreates the container
+// from the spec over the same workspace, or, when the workspace is gone
+// too, over a fresh one restored from the latest snapshot.
+func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
+	if st.Backend != Name {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "docker: cannot resume a %s session", st.Backend)
+	}
+	spec, err := c.normalize(st.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if cid := st.Handles[handleContainer]; cid != "" {
+		insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
+		switch {
+		case err == nil && st.Workspace != "" && dirExists(st.Workspace):
+			s, err := c.reattach(ctx, st, spec, cid, insp.Container.State != nil && insp.Container.State.Running)
+			if err == nil {
+				return s, nil
+			}
+			c.log.Warn("docker: reattach failed, recreating", "session", st.ID, "err", err)
+			_ = c.removeContainer(ctx, cid)
+		case err == nil:
+			_ = c.removeContainer(ctx, cid) // its workspace is gone
+		case !cerrdefs.IsNotFound(err):
+			return nil, c.unavailable("docker: inspect container "+shortID(cid), err)
+		}
+	}
+	if st.Workspace != "" && dirExists(st.Workspace) {
+		sess, err := c.create(ctx, st.ID, spec, st.Workspace)
+		if err == nil {
+			s := sess.(*session)
+			s.ownsWS, s.snapshot = st.OwnsWorkspace, st.Snapshot
+		}
+		return sess, err
+	}
+	ref := st.Snapshot
+	if ref == "" {
+		ref = spec.Snapshot
+	}
+	if ref == "" {
+		return nil, sandbox.Wrap("docker: resume "+st.String(), sandbox.ErrNotFound, fmt.Errorf("its container and workspace %s are gone and it has no snapshot", st.Workspace))
+	}
+	spec.Snapshot, spec.Workspace = ref, ""
+	if !st.OwnsWorkspace && st.Workspace != "" {
+		spec.Workspace = st.Workspace // rebuild the caller's directory in place
+	}
+	return c.create(ctx, st.ID, spec, "")
+}
+
+func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Spec, cid string, running bool) (sandbox.Session, error) {
+	if !running {
+		if _, err := c.api.ContainerStart(ctx, cid, client.ContainerStartOptions{}); err != nil {
+			return nil, c.unavailable("docker: restart container "+shortID(cid), err)
+		}
+	}
+	who, err := parseUser(spec.User)
+	if err != nil {
+		return nil, err
+	}
+	root, err := wsfs.Open(st.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{c: c, id: st.ID, containerID: cid, spec: spec, who: who, workspace: st.Workspace,
+		ownsWS: st.OwnsWorkspace, root: root, created: st.CreatedAt, snapshot: st.Snapshot}
+	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
+		left := t - time.Since(st.CreatedAt)
+		if left <= 0 {
+			left = time.Millisecond
+		}
+		s.timer = time.AfterFunc(left, s.expire)
+	}
+	return s, nil
+}
+
+func dirExists(d string) bool {
+	fi, err := os.Stat(d)
+	return err == nil && fi.IsDir()
+}
+
+// Delete removes what st names: its container (by handle and by session
+// label) and its workspace when the session owned it.
+func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
+	var errs []error
+	if cid := st.Handles[handleContainer]; cid != "" {
+		if err := c.removeContainer(ctx, cid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if st.ID != "" {
+		list, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelSession+"="+st.ID)})
+		if err != nil {
+			errs = append(errs, c.unavailable("docker: list containers of session "+st.ID, err))
+		}
+		for _, ct := range list.Items {
+			if err := c.removeContainer(ctx, ct.ID); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if st.OwnsWorkspace {
+		if err := removeWorkspace(st.Workspace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,257 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Docker has no "kill this exec" call, so every command runs under a
+// wrapper that records its pid in the container's /tmp. The engine starts
+// each exec as a session leader (runc calls setsid), so the command and
+// everything it starts share that session id even after their parent
+// dies; the killer finds them in /proc by session id, process group or
+// parent, and SIGKILLs them, repeating until a scan finds nothing (a
+// forking process is caught on the next round).
+//
+// What escapes: a process that calls setsid() itself and whose parent is
+// already gone when the killer scans. Stop and Close end those (they kill
+// the whole container).
+//
+// The wrapper writes the pid file before checking for a kill request and
+// the killer creates the request before reading the pid file, so a kill
+// racing with the start is never lost: one of the two sees the other.
+const wrapperScript = `{ echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; exec "$@"`
+
+const killerScript = `: >/tmp/.agentbox-exec-$0.kill
+read pid </tmp/.agentbox-exec-$0 2>/dev/null || exit 0
+[ "$pid" -gt 1 ] 2>/dev/null || exit 0
+tree=" $pid "
+round=0
+while [ $round -lt 50 ]; do
+	round=$((round+1)); found=
+	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		[ "$p" = $$ ] && continue
+		read -r line <$d/stat 2>/dev/null || continue
+		set -- ${line##*) }
+		[ "$1" = Z ] && continue
+		case "$tree" in
+		*" $4 "*|*" $3 "*|*" $2 "*|*" $p "*) tree="$tree$p "; kill -KILL $p 2>/dev/null && found=1 ;;
+		esac
+	done
+	[ -z "$found" ] && break
+done
+rm -f /tmp/.agentbox-exec-$0 /tmp/.agentbox-exec-$0.kill`
+
+// process is a command running through the exec API.
+type process struct {
+	s      *session
+	execID string
+	tag    string
+	tty    bool
+	conn   client.HijackedResponse
+
+	stdin          *stdinWriter
+	stdout, stderr *io.PipeReader
+	copied         chan struct{} // the attach stream ended
+	copyErr        error
+
+	killed  atomic.Bool
+	waitMu  sync.Mutex
+	status  *sandbox.ExitStatus
+	waitErr error
+}
+
+func newTag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// start creates and attaches an exec for req (already validated).
+func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process, error) {
+	tag := newTag()
+	cmd := append([]string{"/bin/sh", "-c", wrapperScript, tag}, req.Cmd...)
+	opts := client.ExecCreateOptions{
+		Cmd:          cmd,
+		Env:          envList(req.Env),
+		WorkingDir:   s.workdirOf(req.Workdir),
+		TTY:          req.TTY,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	if req.TTY && req.Rows > 0 && req.Cols > 0 {
+		opts.ConsoleSize = client.ConsoleSize{Height: uint(req.Rows), Width: uint(req.Cols)}
+	}
+	created, err := s.c.api.ExecCreate(ctx, s.containerID, opts)
+	if err != nil {
+		return nil, s.execError("create exec", err)
+	}
+	att, err := s.c.api.ExecAttach(ctx, created.ID, client.ExecAttachOptions{TTY: req.TTY, ConsoleSize: opts.ConsoleSize})
+	if err != nil {
+		return nil, s.execError("attach exec", err)
+	}
+	p := &process{s: s, execID: created.ID, tag: tag, tty: req.TTY, conn: att.HijackedResponse, copied: make(chan struct{})}
+	p.stdin = &stdinWriter{conn: &att.HijackedResponse}
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	p.stdout, p.stderr = outR, errR
+	go func() {
+		defer close(p.copied)
+		var err error
+		if req.TTY {
+			_, err = io.Copy(outW, att.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(outW, errW, att.Reader)
+		}
+		if errors.Is(err, io.ErrClosedPipe) {
+			err = nil
+		}
+		p.copyErr = err
+		outW.Close()
+		errW.Close()
+	}()
+	return p, nil
+}
+
+// stdinWriter half-closes the attach connection on Close, so the command
+// sees EOF while its output keeps flowing.
+type stdinWriter struct {
+	conn   *client.HijackedResponse
+	mu     sync.Mutex
+	closed bool
+}
+
+func (w *stdinWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return 0, io.ErrClosedPipe
+	}
+	return w.conn.Conn.Write(b)
+}
+
+func (w *stdinWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	return w.conn.CloseWrite()
+}
+
+func (p *process) Stdin() io.WriteCloser { return p.stdin }
+func (p *process) Stdout() io.Reader     { return p.stdout }
+func (p *process) Stderr() io.Reader {
+	return p.stderr
+}
+
+// Resize changes the exec's terminal size.
+func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
+	if !p.tty {
+		return sandbox.Errorf(sandbox.ErrInvalid, "docker: resize: the process has no terminal")
+	}
+	_, err := p.s.c.api.ExecResize(ctx, p.execID, client.ExecResizeOptions{Height: uint(rows), Width: uint(cols)})
+	if err != nil {
+		return p.s.execError("resize exec terminal", err)
+	}
+	return nil
+}
+
+// Kill SIGKILLs the command's process tree (see killerScript) through a
+// second exec, then waits for the attach stream to end.
+func (p *process) Kill(ctx context.Context) error {
+	p.killed.Store(true)
+	select {
+	case <-p.copied:
+		return nil
+	default:
+	}
+	if err := p.s.runHelper(ctx, []string{"/bin/sh", "-c", killerScript, p.tag}); err != nil {
+		p.conn.Close()
+		return sandbox.Wrap("docker: kill process", nil, err)
+	}
+	select {
+	case <-p.copied:
+	case <-time.After(5 * time.Second):
+		// The tree is dead; an open stream here means a process that
+		// escaped by setsid holds the exec's terminal or pipes.
+		p.conn.Close()
+	case <-ctx.Done():
+		p.conn.Close()
+	}
+	return nil
+}
+
+// Wait waits for the attach stream to end and the engine to report the
+// exit code.
+func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	if p.status != nil {
+		return *p.status, p.waitErr
+	}
+	select {
+	case <-p.copied:
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, sandbox.Wrap("docker: wait", nil, ctx.Err())
+	}
+	p.conn.Close()
+	st, err := p.exitStatus(ctx)
+	p.status, p.waitErr = &st, err
+	return st, err
+}
+
+func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
+	delay := time.Millisecond
+	for {
+		insp, err := p.s.c.api.ExecInspect(ctx, p.execID, client.ExecInspectOptions{})
+		if err != nil {
+			return sandbox.ExitStatus{}, p.s.execError("inspect exec", err)
+		}
+		if !insp.Running {
+			return p.s.describeExit(ctx, insp.ExitCode, p.killed.Load())
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return sandbox.ExitStatus{}, sandbox.Wrap("docker: wait", nil, ctx.Err())
+		}
+		delay = min(delay*2, 50*time.Millisecond)
+	}
+}
+
+// describeExit turns an exec's exit code into an ExitStatus: codes above
+// 128 are deaths by signal (the engine reports 128+n); a SIGKILL that
+// agentbox did not send is checked against the container's OOM counter.
+func (s *session) describeExit(ctx context.Context, code int, killedByUs bool) (sandbox.ExitStatus, error) {
+	st := sandbox.ExitStatus{ExitCode: code}
+	if code > 128 && code < 128+65 {
+		st.Signal = unix.SignalName(unix.Signal(code - 128))
+	}
+	if code == 128+int(unix.SIGKILL) && !killedByUs {
+		if oom, err := s.oomKilledSince(ctx); err == nil && oom {
+			st.OOMKilled = true
+			st.Violations = append(st.Violations, fmt.Sprintf("memory limit %d bytes reached: killed by the OOM killer", s.spec.Policy.Resources.MemoryBytes))
+		}
+		if err := s.checkAlive(ctx); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,301 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/wsfs"
+)
+
+// handleContainer is the State.Handles key of the container id.
+const handleContainer = "container"
+
+// session is one container.
+type session struct {
+	c           *Client
+	id          string
+	containerID string
+	spec        sandbox.Spec
+	who         identity
+	workspace   string
+	ownsWS      bool
+	root        *wsfs.Root
+	created     time.Time
+
+	mu        sync.Mutex
+	snapshot  string
+	closed    bool
+	expired   bool
+	oomSeen   int64
+	timer     *time.Timer
+	extraDown func() // releases the egress attachment, if any
+}
+
+func (s *session) ID() string { return s.id }
+
+func (s *session) workdirOf(dir string) string {
+	switch {
+	case dir == "":
+		return s.spec.Workdir
+	case path.IsAbs(dir):
+		return path.Clean(dir)
+	}
+	return path.Join(s.spec.Workdir, dir)
+}
+
+// live reports ErrClosed or ErrTimeout when the session cannot run more.
+func (s *session) live() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return sandbox.Wrap("docker: session "+s.id, sandbox.ErrClosed, errors.New("session is closed"))
+	case s.expired:
+		return sandbox.Wrap("docker: session "+s.id, sandbox.ErrTimeout, fmt.Errorf("session exceeded its %s limit and was stopped", s.spec.Policy.Resources.SessionTimeout))
+	}
+	return nil
+}
+
+// Exec runs a command to completion (Start + sandbox.Collect).
+func (s *session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	p, err := s.Start(ctx, req)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	return sandbox.Collect(ctx, p, req.Stdin, req.EffectiveTimeout(s.spec.Policy), req.EffectiveMaxOutput(s.spec.Policy))
+}
+
+// Start runs a command in the container and streams it.
+func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	return s.start(ctx, req)
+}
+
+// execError classifies a failed exec call: a container that is gone or
+// stopped is said so plainly, an engine that does not answer names
+// DOCKER_HOST.
+func (s *session) execError(what string, err error) error {
+	op := "docker: " + what + " in container " + shortID(s.containerID)
+	if client.IsErrConnectionFailed(err) || isConnRefused(err) {
+		return s.c.unavailable(op, err)
+	}
+	if alive := s.checkAlive(context.WithoutCancel(context.Background())); alive != nil {
+		return alive
+	}
+	return sandbox.Wrap(op, kindOf(err), err)
+}
+
+// checkAlive reports a container that was removed or stopped behind
+// agentbox's back as a clear error.
+func (s *session) checkAlive(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	insp, err := s.c.api.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return sandbox.Wrap("docker: session "+s.id, sandbox.ErrNotFound, fmt.Errorf("container %s was removed outside agentbox", shortID(s.containerID)))
+	}
+	if err != nil {
+		return s.c.unavailable("docker: inspect container "+shortID(s.containerID), err)
+	}
+	if st := insp.Container.State; st != nil && !st.Running {
+		why := fmt.Sprintf("container %s is %s (exit code %d)", shortID(s.containerID), st.Status, st.ExitCode)
+		if st.OOMKilled {
+			why += ", killed by the OOM killer"
+		}
+		if s.isExpired() {
+			return sandbox.Wrap("docker: session "+s.id, sandbox.ErrTimeout, errors.New(why+" after the session timeout"))
+		}
+		return sandbox.Wrap("docker: session "+s.id, sandbox.ErrClosed, errors.New(why+": stopped or killed outside agentbox"))
+	}
+	return nil
+}
+
+func (s *session) isExpired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expired
+}
+
+// runHelper runs a short agentbox command (the killer, the OOM probe) in
+// the container and returns its output; a non-zero exit is an error.
+func (s *session) runHelper(ctx context.Context, cmd []string) error {
+	_, err := s.helperOutput(ctx, cmd)
+	return err
+}
+
+func (s *session) helperOutput(ctx context.Context, cmd []string) ([]byte, error) {
+	created, err := s.c.api.ExecCreate(ctx, s.containerID, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return nil, s.execError("create helper exec", err)
+	}
+	att, err := s.c.api.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, s.execError("attach helper exec", err)
+	}
+	defer att.Close()
+	var out, errb bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &errb, att.Reader); err != nil {
+		return nil, s.execError("read helper exec", err)
+	}
+	for {
+		insp, err := s.c.api.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return nil, s.execError("inspect helper exec", err)
+		}
+		if !insp.Running {
+			if insp.ExitCode != 0 {
+				return out.Bytes(), fmt.Errorf("%s exited %d: %s", cmd[0], insp.ExitCode, strings.TrimSpace(errb.String()))
+			}
+			return out.Bytes(), nil
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// oomKilledSince reads the container's cgroup OOM-kill counter (v1
+// memory.oom_control or v2 memory.events, both visible read-only inside
+// the container) and reports whether it grew since the last look.
+func (s *session) oomKilledSince(ctx context.Context) (bool, error) {
+	out, err := s.helperOutput(ctx, []string{"/bin/sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || cat /sys/fs/cgroup/memory.events"})
+	if err != nil {
+		return false, err
+	}
+	var n int64 = -1
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" {
+			n, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	if n < 0 {
+		return false, fmt.Errorf("no oom_kill counter in the container's memory cgroup")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	grew := n > s.oomSeen
+	s.oomSeen = n
+	return grew, nil
+}
+
+// State is the serializable description of the session.
+func (s *session) State() sandbox.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sandbox.State{
+		Version:       sandbox.StateVersion,
+		Backend:       Name,
+		ID:            s.id,
+		Spec:          s.spec,
+		Workspace:     s.workspace,
+		OwnsWorkspace: s.ownsWS,
+		Snapshot:      s.snapshot,
+		Handles:       map[string]string{handleContainer: s.containerID},
+		CreatedAt:     s.created,
+	}
+}
+
+// Snapshot saves the workspace, minus mounts inside it, to the store.
+func (s *session) Snapshot(ctx context.Context) (string, error) {
+	if s.c.opts.Snapshots == nil {
+		return "", sandbox.Errorf(sandbox.ErrInvalid, "docker: snapshot: the client has no snapshot store")
+	}
+	if err := s.live(); err != nil {
+		return "", err
+	}
+	var exclude []string
+	for _, m := range s.spec.Mounts {
+		if rel, err := sandbox.ResolveWorkspacePath(s.spec.Workdir, m.Target); err == nil && rel != "." {
+			exclude = append(exclude, rel)
+		}
+	}
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.workspace, exclude)
+	if err != nil {
+		return "", sandbox.Wrap("docker: snapshot session "+s.id, nil, err)
+	}
+	s.mu.Lock()
+	s.snapshot = ref
+	s.mu.Unlock()
+	return ref, nil
+}
+
+// Stop kills every process of the session by stopping the container; the
+// container and the workspace stay, so Resume can start it again.
+func (s *session) Stop(ctx context.Context) error {
+	timeout := 0
+	_, err := s.c.api.ContainerStop(ctx, s.containerID, client.ContainerStopOptions{Timeout: &timeout})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return s.c.unavailable("docker: stop container "+shortID(s.containerID), err)
+	}
+	return nil
+}
+
+// Close removes the container and, if the session created it, the
+// workspace. It is idempotent.
+func (s *session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	down := s.extraDown
+	s.mu.Unlock()
+	var errs []error
+	if err := s.c.removeContainer(ctx, s.containerID); err != nil {
+		errs = append(errs, err)
+	}
+	if down != nil {
+		down()
+	}
+	if s.root != nil {
+		_ = s.root.Close()
+	}
+	if s.ownsWS {
+		if err := removeWorkspace(s.workspace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// expire ends a session that passed its SessionTimeout: its container is
+// killed and later calls fail with ErrTimeout.
+func (s *session) expire() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.expired = true
+	s.mu.Unlock()
+	s.c.log.Warn("docker: session timeout reached, killing its container", "session", s.id, "limit", s.spec.Policy.Resources.SessionTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = s.c.api.ContainerKill(ctx, s.containerID, client.ContainerKillOptions{Signal: "KILL"})
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
