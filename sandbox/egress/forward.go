@@ -1,0 +1,132 @@
+package egress
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+)
+
+// serveForward forwards a plain-HTTP request with an absolute-form URI.
+func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Scheme != "http" {
+		p.refuse(w, r, r.URL.Host, http.StatusBadRequest,
+			"only http:// URIs are forwarded; use CONNECT for "+r.URL.Scheme)
+		return
+	}
+	t, err := parseTarget(r.URL.Host, 80)
+	if err != nil {
+		p.refuse(w, r, r.URL.Host, http.StatusBadRequest, "bad target: "+err.Error())
+		return
+	}
+	if err := p.allow.check(t); err != nil {
+		p.refuse(w, r, t.String(), http.StatusForbidden, err.Error())
+		return
+	}
+	p.forward.ServeHTTP(w, r.WithContext(withTarget(r.Context(), t)))
+}
+
+// rewrite builds the upstream request. ReverseProxy has already removed
+// hop-by-hop headers (Connection and what it lists, Proxy-Connection,
+// Proxy-Authorization, Keep-Alive, TE, Trailer, Transfer-Encoding,
+// Upgrade unless it is a protocol switch) and, because Rewrite is set,
+// any X-Forwarded-* the sandbox sent.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	t, _ := targetFrom(pr.In.Context())
+	out := pr.Out
+	out.URL.Scheme = "http"
+	out.URL.Host = t.String()
+	if t.port == 80 {
+		out.URL.Host = t.hostForURL()
+	}
+	// The Host header is what a shared front end routes on; letting the
+	// sandbox choose it would reach unlisted sites behind a listed IP.
+	out.Host = ""
+	out.Header.Del("Proxy-Authorization")
+	out.Header.Del("Proxy-Connection")
+	out.RequestURI = ""
+	for _, c := range p.creds {
+		if c.pattern.matchesHost(t) && (c.pattern.port == 0 || c.pattern.matchesPort(t)) {
+			for name, vs := range c.headers {
+				out.Header[name] = append([]string(nil), vs...)
+			}
+		}
+	}
+}
+
+// scrubResponse drops response headers that would carry an injected
+// credential back into the sandbox (a server reflecting Authorization in
+// a header, say).
+func (p *Proxy) scrubResponse(resp *http.Response) error {
+	t, _ := targetFrom(resp.Request.Context())
+	var secrets []string
+	for _, c := range p.creds {
+		if c.pattern.matchesHost(t) {
+			for _, vs := range c.headers {
+				for _, v := range vs {
+					if v != "" {
+						secrets = append(secrets, v)
+					}
+				}
+			}
+		}
+	}
+	if len(secrets) == 0 {
+		return nil
+	}
+	for name, vs := range resp.Header {
+		for _, v := range vs {
+			if containsAny(v, secrets) {
+				resp.Header.Del(name)
+				break
+			}
+		}
+	}
+	for name, vs := range resp.Trailer {
+		for _, v := range vs {
+			if containsAny(v, secrets) {
+				resp.Trailer.Del(name)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardError turns a dial-time refusal into 403 and any other upstream
+// failure into 502.
+func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	t, _ := targetFrom(r.Context())
+	var d *deniedError
+	if errors.As(err, &d) {
+		p.refuse(w, r, t.String(), http.StatusForbidden, d.reason)
+		return
+	}
+	p.upstreamFailed(w, r, t.String(), err)
+}
+
+// upstreamFailed answers 502 (504 on a timeout) for an allowed request
+// whose upstream could not be reached, or 403 when dialling refused it.
+func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, host string, err error) {
+	var d *deniedError
+	if errors.As(err, &d) {
+		p.refuse(w, r, host, http.StatusForbidden, d.reason)
+		return
+	}
+	status := http.StatusBadGateway
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		status = http.StatusGatewayTimeout
+	}
+	p.log.Info("egress upstream failed", "method", r.Method, "host", host, "err", err)
+	http.Error(w, "agentbox egress proxy: "+host+": "+err.Error(), status)
+}
