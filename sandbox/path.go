@@ -49,6 +49,10 @@ func ValidateMountTarget(workdir, target string) error {
 	if workdir == "" {
 		workdir = DefaultWorkdir
 	}
+	if strings.IndexByte(target, 0) >= 0 {
+		// mount(2) would silently cut the path at the NUL.
+		return Errorf(ErrInvalid, "mount target %q contains a NUL byte", target)
+	}
 	if !path.IsAbs(target) {
 		return Errorf(ErrInvalid, "mount target %q must be an absolute sandbox path", target)
 	}
