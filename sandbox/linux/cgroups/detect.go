@@ -97,25 +97,17 @@ func (h *Host) Where(controller string) string {
 	return ""
 }
 
-// Tracking reports whether per-command groups (cgroup2 with cgroup.kill)
-// are available to kill a command's whole tree.
-func (h *Host) Tracking() bool {
-	if h.V2 == "" {
-		return false
+// Tracking reports how commands can be tracked for tree kills: "v1"
+// (thread-exact, through the v1 pids hierarchy), "v2" (cgroup2, moved
+// just after start) or "" (none).
+func (h *Host) Tracking() string {
+	if h.V1[Pids] != "" {
+		return "v1"
 	}
-	_, err := os.Stat(filepath.Join(h.V2, "cgroup.kill"))
-	if err == nil {
-		return true
+	if h.V2 != "" {
+		return "v2"
 	}
-	// The root has no cgroup.kill; look for it in a child we know exists
-	// by probing a fresh group.
-	probe := filepath.Join(h.V2, Base, ".probe")
-	if err := os.MkdirAll(probe, 0o755); err != nil {
-		return false
-	}
-	defer os.Remove(probe)
-	_, err = os.Stat(filepath.Join(probe, "cgroup.kill"))
-	return err == nil
+	return ""
 }
 
 // SwapLimit reports whether memory+swap can be limited too, so that a

@@ -62,7 +62,10 @@ func (h *Host) Create(name string, l Limits) (g *Group, err error) {
 		g.dirs["v2"] = dir
 	}
 	for _, c := range []string{Memory, Pids, CPU} {
-		if !need[c] || h.Where(c) != "v1" {
+		// The v1 pids hierarchy is joined even without a pids limit: it
+		// is where commands are tracked thread by thread (see Tracking).
+		track := c == Pids && h.V1[Pids] != ""
+		if !track && (!need[c] || h.Where(c) != "v1") {
 			continue
 		}
 		dir := filepath.Join(h.V1[c], Base, name)
@@ -186,9 +189,20 @@ func (h *Host) Open(name string) *Group {
 // Enforced describes each limit in force and how, for logs and reports.
 func (g *Group) Enforced() []string { return g.enforced }
 
-// TrackingDir is the cgroup2 directory of the session, under which each
-// command gets its own group; "" when the host has no cgroup2.
-func (g *Group) TrackingDir() string { return g.dirs["v2"] }
+// Tracking is the directory under which each command gets its own group,
+// so that its whole tree can be killed. Thread is true for a v1 group
+// (the v1 pids hierarchy), where a single thread can be moved: the init
+// moves its spawning thread into the command's group before forking, so
+// the command starts inside it with no window. Thread is false for a
+// cgroup2 group, where the command is moved right after it starts (a
+// command that forks within that window leaves a child outside its group,
+// still inside the session's). dir is "" when neither exists.
+func (g *Group) Tracking() (dir string, thread bool) {
+	if d := g.dirs[Pids]; d != "" && g.host.V1[Pids] != "" {
+		return d, true
+	}
+	return g.dirs["v2"], false
+}
 
 // Add moves pid into every group of the session.
 func (g *Group) Add(pid int) error {

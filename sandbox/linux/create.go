@@ -1,0 +1,407 @@
+package linux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for limits that always exist.
+const (
+	defaultTmpBytes = 256 << 20
+	defaultFileSize = 8 << 30
+	defaultNoFile   = 4096
+	startTimeout    = 10 * time.Second
+)
+
+// undo is a stack of clean-up steps run in reverse on failure.
+type undo []func()
+
+func (u *undo) push(f func()) { *u = append(*u, f) }
+func (u *undo) run() {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
+	*u = nil
+}
+
+// Create checks the policy, then builds the session: state directory,
+// workspace (fresh, seeded from a snapshot, or on a size-limited image),
+// cgroup, init, and the egress proxy. On any failure, everything made so
+// far is removed.
+func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	s, err := c.create(ctx, spec, newID(), false)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// create builds a session; adopt makes it own (and later remove) an
+// existing spec.Workspace, for a session rebuilt on its own workspace.
+func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt bool) (_ *session, err error) {
+	const op = "linux: create"
+	if _, err := sandbox.Check(c.Name(), c.Enforces(), spec.Policy, spec.AllowWeaker, c.log); err != nil {
+		return nil, err
+	}
+	uid, gid, err := parseUser(spec.User)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkSpec(&spec); err != nil {
+		return nil, err
+	}
+	var u undo
+	defer func() {
+		if err != nil {
+			u.run()
+		}
+	}()
+	dir := c.sessionDir(id)
+	if err := os.MkdirAll(c.opts.StateDir, 0o700); err != nil {
+		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create state directory %s: %w", c.opts.StateDir, err))
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create session directory %s: %w", dir, err))
+	}
+	u.push(func() { _ = os.RemoveAll(dir) })
+	if err := os.Mkdir(filepath.Join(dir, "root"), 0o700); err != nil {
+		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create root mount point: %w", err))
+	}
+
+	st := sandbox.State{
+		Version: sandbox.StateVersion, Backend: c.Name(), ID: id, Spec: spec,
+		Handles: map[string]string{"state_dir": dir}, CreatedAt: time.Now().UTC(),
+	}
+	ws := spec.Workspace
+	if ws == "" {
+		ws = filepath.Join(c.opts.StateDir, id+".workspace")
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			return nil, sandbox.Wrap(op, nil, fmt.Errorf("create workspace: %w", err))
+		}
+		u.push(func() { _ = os.RemoveAll(ws) })
+		st.OwnsWorkspace = true
+		if spec.Policy.Resources.DiskBytes > 0 {
+			img := filepath.Join(dir, "disk.img")
+			if err := mountDisk(ctx, img, ws, spec.Policy.Resources.DiskBytes, uid, gid); err != nil {
+				return nil, sandbox.Wrap(op, nil, err)
+			}
+			st.Handles["disk_image"] = img
+			u.push(func() { unmountDisk(ws) })
+		}
+		if err := os.Chown(ws, uid, gid); err != nil {
+			return nil, sandbox.Wrap(op, nil, fmt.Errorf("give the workspace to %d:%d: %w", uid, gid, err))
+		}
+		if spec.Snapshot != "" {
+			if err := c.restore(ctx, spec.Snapshot, ws); err != nil {
+				return nil, err
+			}
+			st.Snapshot = spec.Snapshot
+		}
+	} else if spec.Snapshot != "" {
+		if err := c.restore(ctx, spec.Snapshot, ws); err != nil {
+			return nil, err
+		}
+		st.Snapshot = spec.Snapshot
+	}
+	st.Workspace = ws
+	if adopt {
+		st.OwnsWorkspace = true
+		st.Spec.Workspace = ""
+	}
+
+	g, err := c.cg.Create(id, cgroups.Limits{
+		MemoryBytes: spec.Policy.Resources.MemoryBytes,
+		Pids:        spec.Policy.Resources.Pids,
+		CPUs:        spec.Policy.Resources.CPUs,
+	})
+	if err != nil {
+		return nil, sandbox.Wrap(op, nil, err)
+	}
+	u.push(func() { _ = g.Remove() })
+
+	cfg := &initConfig{
+		ID: id, Root: filepath.Join(dir, "root"), Workspace: ws, Workdir: workdirOf(spec),
+		Mounts: spec.Mounts, ReadOnly: spec.Policy.Filesystem.ReadOnly, Deny: spec.Policy.Filesystem.Deny,
+		UID: uid, GID: gid, Network: spec.Policy.Network.EffectiveMode(),
+		TmpBytes: defaultTmpBytes, FileSize: defaultFileSize, NoFile: defaultNoFile,
+	}
+	if d := spec.Policy.Resources.DiskBytes; d > 0 {
+		cfg.FileSize = d
+		cfg.TmpBytes = min(d, defaultTmpBytes)
+	}
+	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
+		cfg.Deadline = time.Now().Add(t).UnixNano()
+		st.Handles["deadline"] = strconv.FormatInt(cfg.Deadline, 10)
+	}
+	trackDir, thread := g.Tracking()
+	if trackDir != "" {
+		cfg.Tracking = "v2"
+		if thread {
+			cfg.Tracking = "v1"
+		}
+	}
+	pid, report, err := c.startInit(ctx, dir, cfg, g, trackDir)
+	if pid > 0 {
+		u.push(func() { killInit(pid, dir) })
+	}
+	if err != nil {
+		return nil, sandbox.Wrap(op, nil, err)
+	}
+	st.Handles["init_pid"] = strconv.Itoa(pid)
+	st.Handles["socket"] = filepath.Join(dir, "control.sock")
+	st.Handles["landlock"] = report
+
+	s := newSession(c, st, g)
+	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
+		if err := s.startEgress(spec.Policy.Network); err != nil {
+			return nil, sandbox.Wrap(op, nil, err)
+		}
+	}
+	if err := s.saveState(); err != nil {
+		s.stopEgress()
+		return nil, sandbox.Wrap(op, nil, err)
+	}
+	c.log.Debug("linux session started", "id", id, "init_pid", pid, "landlock", report, "limits", strings.Join(g.Enforced(), "; "))
+	return s, nil
+}
+
+// checkSpec refuses what this backend cannot do with a spec, before
+// anything is started.
+func (c *Client) checkSpec(spec *sandbox.Spec) error {
+	const op = "linux: create"
+	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkHost {
+		if !spec.AllowWeaker {
+			return &sandbox.Error{Op: op, Kind: sandbox.ErrPolicyUnsupported,
+				Err: errors.New("network host shares the host's network: not confinement (pass --allow-weaker to run so)")}
+		}
+		c.log.Warn("policy part NOT enforced (allowed weaker)", "backend", c.Name(), "part", "network (host network shared)")
+	}
+	if spec.Workspace != "" {
+		if !filepath.IsAbs(spec.Workspace) {
+			return sandbox.Errorf(sandbox.ErrInvalid, "linux: workspace %q must be an absolute host path", spec.Workspace)
+		}
+		fi, err := os.Stat(spec.Workspace)
+		if err != nil {
+			return sandbox.Wrap(op, sandbox.ErrNotFound, fmt.Errorf("workspace %s: %w", spec.Workspace, err))
+		}
+		if !fi.IsDir() {
+			return sandbox.Errorf(sandbox.ErrInvalid, "linux: workspace %s is not a directory", spec.Workspace)
+		}
+		if spec.Policy.Resources.DiskBytes > 0 {
+			return &sandbox.Error{Op: op, Kind: sandbox.ErrPolicyUnsupported, Err: fmt.Errorf(
+				"%s: a disk quota needs a workspace the session creates (an ext4 image); it cannot be put on the existing directory %s", sandbox.PartDisk, spec.Workspace)}
+		}
+	}
+	wd := workdirOf(*spec)
+	if !path.IsAbs(wd) || path.Clean(wd) != wd || wd == "/" {
+		return sandbox.Errorf(sandbox.ErrInvalid, "linux: workdir %q must be a clean absolute path other than /", wd)
+	}
+	for _, top := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/tmp"} {
+		if wd == top || strings.HasPrefix(wd, top+"/") {
+			return sandbox.Errorf(sandbox.ErrInvalid, "linux: workdir %s would hide the sandbox's %s", wd, top)
+		}
+	}
+	for _, m := range spec.Mounts {
+		if err := sandbox.ValidateMountTarget(wd, m.Target); err != nil {
+			return err
+		}
+		if !filepath.IsAbs(m.Source) {
+			return sandbox.Errorf(sandbox.ErrInvalid, "linux: mount source %q must be an absolute host path", m.Source)
+		}
+		if _, err := os.Stat(m.Source); err != nil {
+			return sandbox.Wrap(op, sandbox.ErrNotFound, fmt.Errorf("mount source %s: %w", m.Source, err))
+		}
+	}
+	return nil
+}
+
+// restore seeds dir from a snapshot.
+func (c *Client) restore(ctx context.Context, ref, dir string) error {
+	if c.opts.Snapshots == nil {
+		return sandbox.Errorf(sandbox.ErrInvalid, "linux: spec names snapshot %s but the client has no snapshot store", ref)
+	}
+	if err := c.opts.Snapshots.Restore(ctx, ref, dir); err != nil {
+		return sandbox.Wrap("linux: restore snapshot "+ref, nil, err)
+	}
+	return nil
+}
+
+func workdirOf(spec sandbox.Spec) string {
+	if spec.Workdir == "" {
+		return sandbox.DefaultWorkdir
+	}
+	return spec.Workdir
+}
+
+// parseUser reads "uid[:gid]"; the default is the unprivileged sandbox
+// user. A missing gid is the uid.
+func parseUser(s string) (int, int, error) {
+	if s == "" {
+		return sandbox.DefaultUID, sandbox.DefaultGID, nil
+	}
+	us, gs, hasGID := strings.Cut(s, ":")
+	uid, err := strconv.ParseUint(us, 10, 31)
+	if err != nil {
+		return 0, 0, sandbox.Errorf(sandbox.ErrInvalid, "linux: user %q: uid must be a number", s)
+	}
+	gid := uid
+	if hasGID {
+		if gid, err = strconv.ParseUint(gs, 10, 31); err != nil {
+			return 0, 0, sandbox.Errorf(sandbox.ErrInvalid, "linux: user %q: gid must be a number", s)
+		}
+	}
+	return int(uid), int(gid), nil
+}
+
+// startInit re-executes the agentbox binary as the session's init in new
+// namespaces, moves it into the session's cgroups, sends it its config
+// and waits until it serves. It returns the init's host pid even on
+// failure (when one was started) so that the caller can kill it.
+func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, trackDir string) (int, string, error) {
+	sockPath := filepath.Join(dir, "control.sock")
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sockPath, Net: "unixpacket"})
+	if err != nil {
+		return 0, "", fmt.Errorf("listen on %s: %w", sockPath, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return 0, "", fmt.Errorf("control socket file: %w", err)
+	}
+	defer lnFile.Close()
+
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, "", fmt.Errorf("setup socket pair: %w", err)
+	}
+	parentEnd := os.NewFile(uintptr(pair[0]), "setup")
+	childEnd := os.NewFile(uintptr(pair[1]), "setup-init")
+	defer parentEnd.Close()
+	defer childEnd.Close()
+
+	extra := []*os.File{childEnd, lnFile}
+	if trackDir != "" {
+		tf, err := os.Open(trackDir)
+		if err != nil {
+			return 0, "", fmt.Errorf("open tracking group %s: %w", trackDir, err)
+		}
+		defer tf.Close()
+		extra = append(extra, tf)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, "", fmt.Errorf("create init log: %w", err)
+	}
+	defer logf.Close()
+
+	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if cfg.Network != sandbox.NetworkHost {
+		flags |= unix.CLONE_NEWNET
+	}
+	cmd := &exec.Cmd{
+		Path:       c.exe,
+		Args:       []string{initMarker},
+		Env:        []string{"GOMAXPROCS=2", "GOGC=50"},
+		Dir:        "/",
+		Stdout:     logf,
+		Stderr:     logf,
+		ExtraFiles: extra,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: flags,
+			Setsid:     true,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, "", fmt.Errorf("start init %s: %w", c.exe, err)
+	}
+	pid := cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it if it ends while we live
+	if err := g.Add(pid); err != nil {
+		return pid, "", err
+	}
+	conn, err := net.FileConn(parentEnd)
+	if err != nil {
+		return pid, "", fmt.Errorf("setup socket: %w", err)
+	}
+	defer conn.Close()
+	uc := conn.(*net.UnixConn)
+	deadline := time.Now().Add(startTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = uc.SetDeadline(deadline)
+	if err := send(uc, cfg); err != nil {
+		return pid, "", fmt.Errorf("send config to init: %w", err)
+	}
+	childEnd.Close()
+	var ready initReady
+	if _, err := recv(uc, &ready, maxReply); err != nil {
+		return pid, "", fmt.Errorf("wait for init to be ready: %w%s", err, initLogTail(dir))
+	}
+	if ready.Error != "" {
+		return pid, "", fmt.Errorf("init: %s", ready.Error)
+	}
+	return pid, ready.Landlock, nil
+}
+
+// initLogTail is the end of a session's init log, for error messages.
+func initLogTail(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "init.log"))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 400 {
+		b = b[len(b)-400:]
+	}
+	return " (init log: " + strings.TrimSpace(string(b)) + ")"
+}
+
+// killInit ends an init and with it its pid namespace, and waits a little
+// for it to be gone.
+func killInit(pid int, dir string) {
+	if !initAlive(pid, dir) {
+		return
+	}
+	_ = unix.Kill(pid, unix.SIGKILL)
+	for i := 0; i < 200 && initAlive(pid, dir); i++ {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// initAlive reports whether pid is still this session's init (and not a
+// recycled pid): its root is the session's root mount point... which
+// cannot be checked across namespaces, so the check is its argv[0] and
+// that it is not a zombie.
+func initAlive(pid int, dir string) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || !strings.HasPrefix(string(b), initMarker+"\x00") {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return false
+	}
+	_ = dir
+	return true
+}

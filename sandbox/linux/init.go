@@ -1,0 +1,338 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// initMarker is argv[0] of a re-executed agentbox that must serve as a
+// session's init.
+const initMarker = "agentbox-linux-init"
+
+// Main runs the sandbox init when this process was started as one, and
+// never returns then; otherwise it returns at once. Call it first thing
+// in main and in the TestMain of every package that starts sessions.
+func Main() {
+	if len(os.Args) == 0 || os.Args[0] != initMarker {
+		return
+	}
+	err := runInit()
+	fmt.Fprintf(os.Stderr, "agentbox init: %v\n", err)
+	os.Exit(1)
+}
+
+// initState is the live init: its spawner, the commands it runs, and the
+// reaper that collects them.
+type initState struct {
+	cfg     *initConfig
+	sp      *spawner
+	report  string
+	mu      sync.Mutex // held across fork+register and across reaping
+	waiters map[int]chan syscall.WaitStatus
+	pending []*group // command groups not yet empty
+	seq     atomic.Uint64
+}
+
+func runInit() error {
+	for _, fd := range []int{fdSetup, fdControl, fdTracking} {
+		unix.CloseOnExec(fd)
+	}
+	setupConn, err := fileUnixConn(fdSetup, "setup")
+	if err != nil {
+		return err
+	}
+	var cfg initConfig
+	if _, err := recv(setupConn, &cfg, maxPacket); err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	st, err := prepareInit(&cfg)
+	if err != nil {
+		_ = send(setupConn, initReady{Error: err.Error()})
+		return err
+	}
+	ln, err := fileUnixListener(fdControl)
+	if err != nil {
+		_ = send(setupConn, initReady{Error: err.Error()})
+		return err
+	}
+	if err := send(setupConn, initReady{Landlock: st.report}); err != nil {
+		return fmt.Errorf("report ready: %w", err)
+	}
+	_ = setupConn.Close()
+	if cfg.Deadline > 0 {
+		time.AfterFunc(time.Until(time.Unix(0, cfg.Deadline)), func() {
+			fmt.Fprintln(os.Stderr, "agentbox init: session timeout reached; ending the session")
+			os.Exit(3)
+		})
+	}
+	return st.serve(ln)
+}
+
+// prepareInit builds the sandbox around the init and starts the confined
+// spawning thread.
+func prepareInit(cfg *initConfig) (*initState, error) {
+	if err := buildRoot(cfg); err != nil {
+		return nil, err
+	}
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		return nil, fmt.Errorf("set host name: %w", err)
+	}
+	if cfg.Network != "host" {
+		if err := loopbackUp(); err != nil {
+			return nil, err
+		}
+	}
+	if err := setRlimits(cfg); err != nil {
+		return nil, err
+	}
+	track := -1
+	thread := false
+	if cfg.Tracking != "" {
+		track = fdTracking
+		thread = cfg.Tracking == "v1"
+	}
+	sp, report, err := startSpawner(cfg, track, thread)
+	if err != nil {
+		return nil, err
+	}
+	st := &initState{cfg: cfg, sp: sp, report: report, waiters: map[int]chan syscall.WaitStatus{}}
+	go st.reap()
+	return st, nil
+}
+
+// setRlimits bounds what one command may do to the session's disk and
+// descriptors; rlimits are per process and inherited, so setting them in
+// the init sets them for every command.
+func setRlimits(cfg *initConfig) error {
+	limits := []struct {
+		res int
+		val uint64
+	}{
+		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_FSIZE, uint64(cfg.FileSize)},
+		{unix.RLIMIT_NOFILE, cfg.NoFile},
+	}
+	for _, l := range limits {
+		// syscall.Setrlimit (not unix.) so the runtime does not restore
+		// its saved RLIMIT_NOFILE in forked children.
+		if err := syscall.Setrlimit(l.res, &syscall.Rlimit{Cur: l.val, Max: l.val}); err != nil {
+			return fmt.Errorf("set rlimit %d to %d: %w", l.res, l.val, err)
+		}
+	}
+	return nil
+}
+
+// reap collects every child (the init is pid 1: orphans land here too)
+// and hands the status of a command to whoever waits for it.
+func (st *initState) reap() {
+	ch := make(chan os.Signal, 16)
+	signal.Notify(ch, unix.SIGCHLD)
+	for range ch {
+		st.mu.Lock()
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+			if w, ok := st.waiters[pid]; ok {
+				delete(st.waiters, pid)
+				w <- syscall.WaitStatus(ws)
+			}
+		}
+		st.pending = retryRemove(st.pending)
+		st.mu.Unlock()
+	}
+}
+
+func retryRemove(gs []*group) []*group {
+	out := gs[:0]
+	for _, g := range gs {
+		if !g.remove() {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// serve accepts control connections until the init is told to stop.
+func (st *initState) serve(ln *net.UnixListener) error {
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go st.handle(c)
+	}
+}
+
+func (st *initState) handle(c *net.UnixConn) {
+	defer c.Close()
+	var req request
+	files, err := recv(c, &req, maxPacket)
+	if err != nil {
+		return
+	}
+	switch req.Op {
+	case opInfo:
+		closeAll(files)
+		_ = send(c, reply{Info: &initInfo{ID: st.cfg.ID, Landlock: st.report}})
+	case opShutdown:
+		closeAll(files)
+		_ = unix.Kill(-1, unix.SIGKILL)
+		_ = send(c, reply{})
+		os.Exit(0)
+	case opExec:
+		st.exec(c, req, files)
+	default:
+		closeAll(files)
+		_ = send(c, reply{Error: fmt.Sprintf("unknown op %q", req.Op)})
+	}
+}
+
+// exec starts one command on the descriptors that came with the request,
+// reports its pid, then its exit; a kill request or the client hanging up
+// kills the command's whole tree.
+func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
+	want := 3
+	if req.TTY {
+		want = 1
+	}
+	if len(req.Cmd) == 0 || len(files) != want {
+		closeAll(files)
+		_ = send(c, reply{Error: fmt.Sprintf("exec needs a command and %d descriptors, got %d", want, len(files))})
+		return
+	}
+	path, err := lookPath(req.Cmd[0], envValue(req.Env, "PATH"))
+	if err != nil {
+		closeAll(files)
+		_ = send(c, reply{Error: fmt.Sprintf("command %q not found in the sandbox's PATH", req.Cmd[0]), NotFound: true})
+		return
+	}
+	fds := make([]uintptr, 3)
+	for i := range fds {
+		fds[i] = files[min(i, len(files)-1)].Fd()
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   req.Dir,
+		Env:   req.Env,
+		Files: fds,
+		Sys: &syscall.SysProcAttr{
+			Setsid:  true,
+			Setctty: req.TTY,
+			Ctty:    0,
+		},
+	}
+	attr.Sys.Credential = &syscall.Credential{Uid: uint32(st.cfg.UID), Gid: uint32(st.cfg.GID), Groups: []uint32{}}
+	exited := make(chan syscall.WaitStatus, 1)
+	st.mu.Lock()
+	pid, g, err := st.sp.spawn(st.seq.Add(1), path, req.Cmd, attr)
+	if err == nil {
+		st.waiters[pid] = exited
+	}
+	st.mu.Unlock()
+	closeAll(files)
+	if err != nil {
+		notFound := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES)
+		_ = send(c, reply{Error: fmt.Sprintf("start %s in %s: %v", path, req.Dir, err), NotFound: notFound && !strings.Contains(err.Error(), "chdir")})
+		return
+	}
+	if err := send(c, reply{Pid: pid}); err != nil {
+		g.kill(pid)
+	}
+	var killed atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		// Any further packet is a kill request; EOF (the client gone)
+		// kills too, so commands never outlive whoever waits for them.
+		var r request
+		_, err := recv(c, &r, 4096)
+		if err == nil && r.Op != opKill {
+			return
+		}
+		select {
+		case <-done:
+		default:
+			killed.Store(true)
+			g.kill(pid)
+		}
+	}()
+	ws := <-exited
+	close(done)
+	rep := &exitReport{Code: ws.ExitStatus(), Killed: killed.Load()}
+	if ws.Signaled() {
+		rep.Code = 128 + int(ws.Signal())
+		rep.Signal = signalName(ws.Signal())
+	}
+	_ = send(c, reply{Exited: rep})
+	if g != nil && !g.remove() {
+		st.mu.Lock()
+		st.pending = append(st.pending, g)
+		st.mu.Unlock()
+	}
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func signalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+func fileUnixConn(fd int, name string) (*net.UnixConn, error) {
+	f := os.NewFile(uintptr(fd), name)
+	if f == nil {
+		return nil, fmt.Errorf("fd %d (%s) is not open", fd, name)
+	}
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("use fd %d as %s socket: %w", fd, name, err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil, fmt.Errorf("fd %d (%s) is not a unix socket", fd, name)
+	}
+	return uc, nil
+}
+
+func fileUnixListener(fd int) (*net.UnixListener, error) {
+	f := os.NewFile(uintptr(fd), "control")
+	if f == nil {
+		return nil, fmt.Errorf("control socket fd %d is not open", fd)
+	}
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("use fd %d as the control socket: %w", fd, err)
+	}
+	ul, ok := l.(*net.UnixListener)
+	if !ok {
+		return nil, fmt.Errorf("control fd %d is not a unix listener", fd)
+	}
+	return ul, nil
+}
+

@@ -1,0 +1,55 @@
+package linux
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	Main()
+	os.Exit(m.Run())
+}
+
+// newTestClient returns a client with its own state directory, or skips
+// when the backend cannot run here.
+func newTestClient(t testing.TB) *Client {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the linux backend needs root")
+	}
+	c, err := New(Options{StateDir: t.TempDir()})
+	if err != nil {
+		t.Skipf("linux backend unavailable: %v", err)
+	}
+	return c
+}
+
+// newTestSession creates a session and closes it when the test ends.
+func newTestSession(t testing.TB, c *Client, spec sandbox.Spec) sandbox.Session {
+	t.Helper()
+	s, err := c.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+func run(t testing.TB, s sandbox.Session, cmd ...string) sandbox.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: cmd})
+	if err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	return res
+}

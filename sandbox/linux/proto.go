@@ -1,0 +1,157 @@
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// The control protocol between a client and a session's init runs over
+// a unix SOCK_SEQPACKET socket: one JSON object per packet, with file
+// descriptors attached as SCM_RIGHTS. Each command gets a connection of
+// its own: the client sends an exec request carrying the command's stdio
+// (three pipe ends, or one terminal), the init answers with the started
+// pid and, later, with the exit status. Output never crosses the control
+// channel. Closing the connection before the exit kills the command.
+
+// request is what a client sends to the init.
+type request struct {
+	// Op is opExec, opKill, opInfo or opShutdown.
+	Op string `json:"op"`
+	// Exec fields.
+	Cmd []string `json:"cmd,omitempty"`
+	Dir string   `json:"dir,omitempty"`
+	Env []string `json:"env,omitempty"`
+	TTY bool     `json:"tty,omitempty"`
+}
+
+const (
+	opExec     = "exec"
+	opKill     = "kill"
+	opInfo     = "info"
+	opShutdown = "shutdown"
+)
+
+// reply is what the init sends back.
+type reply struct {
+	// Error is set when the request failed; NotFound marks a command that
+	// does not exist in the sandbox.
+	Error    string `json:"error,omitempty"`
+	NotFound bool   `json:"not_found,omitempty"`
+	// Pid is the started command's pid (in the session's pid namespace).
+	Pid int `json:"pid,omitempty"`
+	// Exited carries the exit status once the command has ended.
+	Exited *exitReport `json:"exited,omitempty"`
+	// Info answers opInfo.
+	Info *initInfo `json:"info,omitempty"`
+}
+
+// exitReport is how a command ended, as the init saw it.
+type exitReport struct {
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"`
+	// Killed says the command was killed on request (kill or timeout).
+	Killed bool `json:"killed,omitempty"`
+}
+
+// initInfo describes a live init.
+type initInfo struct {
+	ID       string   `json:"id"`
+	Landlock string   `json:"landlock"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// maxPacket bounds one request packet (a command line and environment);
+// maxReply bounds what the init sends back.
+const (
+	maxPacket = 1 << 20
+	maxReply  = 16 << 10
+)
+
+// send writes one JSON packet with optional file descriptors.
+func send(c *net.UnixConn, v any, files ...*os.File) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxPacket {
+		return fmt.Errorf("control message of %d bytes exceeds %d", len(b), maxPacket)
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	_, _, err = c.WriteMsgUnix(b, oob, nil)
+	return err
+}
+
+// recv reads one JSON packet of at most max bytes into v and returns the descriptors that came
+// with it. io.EOF means the peer closed the connection.
+func recv(c *net.UnixConn, v any, max int) ([]*os.File, error) {
+	buf := make([]byte, max)
+	oob := make([]byte, unix.CmsgSpace(4*8))
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var n, oobn, flags int
+	var rerr error
+	// MSG_CMSG_CLOEXEC: a received descriptor must never leak into a
+	// command forked concurrently.
+	err = rc.Read(func(fd uintptr) bool {
+		n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		return rerr != unix.EAGAIN
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil {
+			return nil, fmt.Errorf("parse control message: %w", err)
+		}
+		for _, m := range msgs {
+			fds, err := unix.ParseUnixRights(&m)
+			if err != nil {
+				continue
+			}
+			for _, fd := range fds {
+				files = append(files, os.NewFile(uintptr(fd), "passed"))
+			}
+		}
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		closeAll(files)
+		return nil, errors.New("control message truncated (too many descriptors)")
+	}
+	if n == 0 {
+		closeAll(files)
+		return nil, errEOF
+	}
+	if err := json.Unmarshal(buf[:n], v); err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("decode control message: %w", err)
+	}
+	return files, nil
+}
+
+// errEOF is a closed control connection (a zero-length packet).
+var errEOF = errors.New("control connection closed")
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}

@@ -1,0 +1,106 @@
+package linux
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Resume reattaches to a live session through its control socket; when
+// the init is gone, it rebuilds the session from the same spec on its
+// workspace, or on a fresh workspace seeded from its latest snapshot when
+// the workspace is gone too.
+func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
+	if st.Backend != c.Name() {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "linux: resume: state is for backend %q", st.Backend)
+	}
+	if info, err := probe(st.Handles["socket"]); err == nil && info.ID == st.ID {
+		s := newSession(c, st, c.cg.Open(st.ID))
+		if st.Spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
+			if err := s.startEgress(st.Spec.Policy.Network); err != nil {
+				return nil, sandbox.Wrap("linux: resume", nil, err)
+			}
+		}
+		return s, nil
+	}
+	// The sandbox is gone: clear what is left of it, keep the workspace.
+	keep := st
+	keep.OwnsWorkspace = false
+	_ = c.Delete(ctx, keep)
+	spec := st.Spec
+	adopt := false
+	if st.Workspace != "" && dirExists(st.Workspace) && st.Handles["disk_image"] == "" {
+		spec.Workspace = st.Workspace
+		spec.Snapshot = ""
+		adopt = st.OwnsWorkspace
+	} else {
+		spec.Workspace = ""
+		spec.Snapshot = st.Snapshot
+		if spec.Snapshot == "" {
+			return nil, sandbox.Errorf(sandbox.ErrNotFound, "linux: resume %s: the session is gone and left no workspace or snapshot to rebuild from", st.ID)
+		}
+	}
+	s, err := c.create(ctx, spec, newID(), adopt)
+	if err != nil {
+		return nil, sandbox.Wrap("linux: resume "+st.ID, nil, err)
+	}
+	return s, nil
+}
+
+// Delete tears down what st names; what is already gone is skipped.
+func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
+	if st.Backend != "" && st.Backend != c.Name() {
+		return sandbox.Errorf(sandbox.ErrInvalid, "linux: delete: state is for backend %q", st.Backend)
+	}
+	if st.ID == "" {
+		return sandbox.Errorf(sandbox.ErrInvalid, "linux: delete: state has no session id")
+	}
+	if st.Handles == nil {
+		st.Handles = map[string]string{}
+	}
+	if st.Handles["state_dir"] == "" {
+		st.Handles["state_dir"] = c.sessionDir(st.ID)
+	}
+	if st.Handles["socket"] == "" {
+		st.Handles["socket"] = st.Handles["state_dir"] + "/control.sock"
+	}
+	s := newSession(c, st, c.cg.Open(st.ID))
+	s.closed = true
+	if err := s.Stop(ctx); err != nil {
+		return err
+	}
+	return c.release(st)
+}
+
+// probe asks an init who it is; it fails when nothing serves the socket.
+func probe(sock string) (*initInfo, error) {
+	if sock == "" {
+		return nil, fmt.Errorf("no control socket")
+	}
+	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if err := send(conn, request{Op: opInfo}); err != nil {
+		return nil, err
+	}
+	var r reply
+	if _, err := recv(conn, &r, maxReply); err != nil {
+		return nil, err
+	}
+	if r.Info == nil {
+		return nil, fmt.Errorf("init answered without info: %s", r.Error)
+	}
+	return r.Info, nil
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}

@@ -1,0 +1,352 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// toolDirs are the host directories bound read-only into every sandbox;
+// when one is a symlink (a usrmerge host), the same symlink is made.
+var toolDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"}
+
+// etcBinds are host /etc entries bound read-only when present: TLS roots
+// and the alternatives links that many tools resolve through.
+var etcBinds = []string{"/etc/ssl", "/etc/ca-certificates", "/etc/alternatives", "/etc/ld.so.conf.d", "/etc/localtime"}
+
+// etcCopies are host /etc files copied into the sandbox's own /etc.
+var etcCopies = []string{"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/nsswitch.conf", "/etc/mime.types"}
+
+// buildRoot lays out the sandbox's root under cfg.Root in the init's new
+// mount namespace and pivots into it. The host's mount table never sees
+// any of it (mounts are private from the first step).
+func buildRoot(cfg *initConfig) error {
+	// Threat: mounts propagating back to the host. Everything is made
+	// private before anything is mounted.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	root := cfg.Root
+	if err := unix.Mount("agentbox", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=0755"); err != nil {
+		return fmt.Errorf("mount root tmpfs on %s: %w", root, err)
+	}
+	for _, d := range toolDirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		dst := filepath.Join(root, d)
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(d)
+			if err != nil {
+				return fmt.Errorf("read link %s: %w", d, err)
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return fmt.Errorf("link %s -> %s: %w", dst, target, err)
+			}
+			continue
+		}
+		if !fi.IsDir() {
+			continue
+		}
+		if err := bindInto(d, dst, true); err != nil {
+			return err
+		}
+	}
+	if err := buildEtc(cfg); err != nil {
+		return err
+	}
+	if err := buildDev(cfg); err != nil {
+		return err
+	}
+	if err := buildProc(root); err != nil {
+		return err
+	}
+	tmpOpts := "mode=1777,size=" + strconv.FormatInt(cfg.TmpBytes, 10)
+	for _, d := range []string{"/tmp", "/dev/shm"} {
+		dst := filepath.Join(root, d)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+		if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpOpts); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", d, err)
+		}
+	}
+	if err := bindInto(cfg.Workspace, filepath.Join(root, cfg.Workdir), false); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	for _, m := range cfg.Mounts {
+		if err := bindInto(m.Source, filepath.Join(root, m.Target), m.ReadOnly); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+	}
+	for _, p := range cfg.ReadOnly {
+		dst := filepath.Join(root, p)
+		if _, err := os.Lstat(dst); err != nil {
+			return fmt.Errorf("read-only path %s: %w", p, err)
+		}
+		if err := bindInto(dst, dst, true); err != nil {
+			return fmt.Errorf("read-only path %s: %w", p, err)
+		}
+	}
+	for _, p := range cfg.Deny {
+		if err := maskPath(root, p); err != nil {
+			return fmt.Errorf("deny path %s: %w", p, err)
+		}
+	}
+	if err := pivot(root); err != nil {
+		return err
+	}
+	// The root tmpfs itself (/, /etc, the mount points) becomes read-only.
+	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("remount / read-only: %w", err)
+	}
+	return nil
+}
+
+// bindInto binds src on dst (creating dst as a directory or file to match
+// src) with nosuid and nodev; readOnly mounts are remounted read-only,
+// which the kernel enforces for every user including root.
+func bindInto(src, dst string, readOnly bool) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if fi.IsDir() {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("create mount point %s: %w", dst, err)
+		}
+	} else if err := touch(dst); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	// A remount must keep the flags the kernel locked on the source mount
+	// (in a user namespace), so they are read back and kept.
+	var st unix.Statfs_t
+	if err := unix.Statfs(dst, &st); err == nil {
+		for _, f := range []struct{ st, ms uintptr }{
+			{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_RDONLY, unix.MS_RDONLY},
+			{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+			{unix.ST_RELATIME, unix.MS_RELATIME},
+		} {
+			if uintptr(st.Flags)&f.st != 0 {
+				flags |= f.ms
+			}
+		}
+	}
+	if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
+		return fmt.Errorf("remount %s (read-only=%v): %w", dst, readOnly, err)
+	}
+	return nil
+}
+
+func touch(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create mount point %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// maskPath hides a sandbox path: a directory gets an empty read-only
+// tmpfs with mode 000 over it, a file an empty mode-000 file. Paths that
+// do not exist have nothing to hide.
+func maskPath(root, p string) error {
+	dst := filepath.Join(root, p)
+	fi, err := os.Lstat(dst)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return unix.Mount("masked", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=000")
+	}
+	return unix.Mount(filepath.Join(root, maskFile), dst, "", unix.MS_BIND|unix.MS_RDONLY, "")
+}
+
+// maskFile is an empty, mode-000 file in the root tmpfs that masked files
+// are bound to.
+const maskFile = ".masked"
+
+// buildEtc writes a minimal /etc: the sandbox user, localhost, name
+// service switch, the dynamic linker's cache, TLS roots.
+func buildEtc(cfg *initConfig) error {
+	etc := filepath.Join(cfg.Root, "etc")
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return fmt.Errorf("create /etc: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Root, maskFile), nil, 0); err != nil {
+		return fmt.Errorf("create mask file: %w", err)
+	}
+	name := "sandbox"
+	if cfg.UID == 0 {
+		name = "root"
+	}
+	passwd := "root:x:0:0:root:/root:/bin/sh\n"
+	group := "root:x:0:\ntty:x:5:\n"
+	if cfg.UID != 0 {
+		passwd += fmt.Sprintf("%s:x:%d:%d:agentbox sandbox user:/tmp:/bin/sh\n", name, cfg.UID, cfg.GID)
+	}
+	if cfg.GID != 0 && cfg.GID != 5 {
+		group += fmt.Sprintf("%s:x:%d:\n", name, cfg.GID)
+	}
+	passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group += "nogroup:x:65534:\n"
+	files := map[string]string{
+		"passwd":   passwd,
+		"group":    group,
+		"hostname": hostname + "\n",
+		"hosts":    "127.0.0.1\tlocalhost " + hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+	}
+	for _, src := range etcCopies {
+		b, err := os.ReadFile(src)
+		if err == nil {
+			files[filepath.Base(src)] = string(b)
+		}
+	}
+	if _, ok := files["nsswitch.conf"]; !ok {
+		files["nsswitch.conf"] = "passwd: files\ngroup: files\nhosts: files dns\n"
+	}
+	if cfg.Network == "host" {
+		if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+			files["resolv.conf"] = string(b)
+		}
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write /etc/%s: %w", name, err)
+		}
+	}
+	for _, src := range etcBinds {
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		if err := bindInto(src, filepath.Join(cfg.Root, src), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hostname is the sandbox's host name.
+const hostname = "agentbox"
+
+// devNodes are the host devices bound into the sandbox's /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// buildDev makes a minimal /dev: a few harmless devices, a private devpts
+// (so the sandbox sees only its own terminals), shm, and the fd links.
+func buildDev(cfg *initConfig) error {
+	dev := filepath.Join(cfg.Root, "dev")
+	if err := os.MkdirAll(dev, 0o755); err != nil {
+		return fmt.Errorf("create /dev: %w", err)
+	}
+	if err := unix.Mount("dev", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
+		return fmt.Errorf("mount /dev tmpfs: %w", err)
+	}
+	for _, n := range devNodes {
+		dst := filepath.Join(dev, n)
+		if err := touch(dst); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+n, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	pts := filepath.Join(dev, "pts")
+	if err := os.MkdirAll(pts, 0o755); err != nil {
+		return fmt.Errorf("create /dev/pts: %w", err)
+	}
+	ptsOpts := "newinstance,ptmxmode=0666,mode=0620,gid=5"
+	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, ptsOpts); err != nil {
+		return fmt.Errorf("mount /dev/pts: %w", err)
+	}
+	links := map[string]string{
+		"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0",
+		"stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2", "core": "/proc/kcore",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return fmt.Errorf("link /dev/%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// procReadOnly are /proc entries remounted read-only: writing them would
+// reconfigure the host kernel. procMasked are hidden entirely: they leak
+// kernel memory, keys or timing.
+var (
+	procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
+	procMasked   = []string{"kcore", "keys", "timer_list", "sched_debug", "kmsg", "kallsyms", "acpi", "scsi", "latency_stats", "config.gz"}
+)
+
+// buildProc mounts a /proc of the session's pid namespace and masks what
+// must not be reachable from it.
+func buildProc(root string) error {
+	proc := filepath.Join(root, "proc")
+	if err := os.MkdirAll(proc, 0o555); err != nil {
+		return fmt.Errorf("create /proc: %w", err)
+	}
+	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, p := range procReadOnly {
+		dst := filepath.Join(proc, p)
+		if _, err := os.Lstat(dst); err != nil {
+			continue
+		}
+		if err := unix.Mount(dst, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind /proc/%s: %w", p, err)
+		}
+		if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("remount /proc/%s read-only: %w", p, err)
+		}
+	}
+	for _, p := range procMasked {
+		if err := maskPath(root, filepath.Join("/proc", p)); err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// pivot makes root the process's root and detaches the old one, so no
+// path leads back to the host's filesystem.
+func pivot(root string) error {
+	if err := unix.Chdir(root); err != nil {
+		return fmt.Errorf("enter new root: %w", err)
+	}
+	// pivot_root(".", ".") stacks the old root under the new one; the
+	// lazy unmount then drops it (the runc way, no temporary directory).
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root into %s: %w", root, err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the old root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("chdir /: %w", err)
+	}
+	return nil
+}
+
+// clean joins sandbox paths safely: p is absolute and cleaned, so it
+// cannot climb above root lexically.
+func clean(p string) string { return filepath.Clean("/" + strings.TrimPrefix(p, "/")) }

@@ -1,0 +1,332 @@
+package linux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+	"github.com/agentbox/agentbox/sandbox/wsfs"
+)
+
+// session is one live linux sandbox as seen from a client.
+type session struct {
+	c   *Client
+	g   *cgroups.Group
+	uid int
+	gid int
+
+	mu     sync.Mutex
+	st     sandbox.State
+	closed bool
+	root   *wsfs.Root
+	egress *egressBridge
+}
+
+func newSession(c *Client, st sandbox.State, g *cgroups.Group) *session {
+	uid, gid, _ := parseUser(st.Spec.User)
+	return &session{c: c, st: st, g: g, uid: uid, gid: gid}
+}
+
+// ID is the session's id.
+func (s *session) ID() string { return s.st.ID }
+
+// State is the serializable description of the session.
+func (s *session) State() sandbox.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.st
+	st.Handles = make(map[string]string, len(s.st.Handles))
+	for k, v := range s.st.Handles {
+		st.Handles[k] = v
+	}
+	return st
+}
+
+func (s *session) dir() string      { return s.st.Handles["state_dir"] }
+func (s *session) socket() string   { return s.st.Handles["socket"] }
+func (s *session) workdir() string  { return workdirOf(s.st.Spec) }
+func (s *session) initPid() int     { n, _ := strconv.Atoi(s.st.Handles["init_pid"]); return n }
+func (s *session) policy() sandbox.Policy { return s.st.Spec.Policy }
+
+// saveState writes state.json in the session directory, so that Delete
+// and tools can find what a session holds.
+func (s *session) saveState() error {
+	b, err := sandbox.MarshalState(s.State())
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.dir(), ".state.json")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write session state: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(s.dir(), "state.json"))
+}
+
+// live checks that the session may still be used.
+func (s *session) live(op string) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s", s.st.ID))
+	}
+	if d := s.st.Handles["deadline"]; d != "" {
+		if n, _ := strconv.ParseInt(d, 10, 64); n > 0 && time.Now().UnixNano() > n {
+			return sandbox.Wrap("linux: "+op, sandbox.ErrTimeout, fmt.Errorf("session %s passed its session timeout", s.st.ID))
+		}
+	}
+	return nil
+}
+
+// dial opens a control connection to the init.
+func (s *session) dial(op string) (*net.UnixConn, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.socket(), Net: "unixpacket"})
+	if err != nil {
+		if lerr := s.live(op); lerr != nil {
+			return nil, lerr
+		}
+		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s is not running: %w", s.st.ID, err))
+	}
+	return c, nil
+}
+
+// Exec runs a command to completion with bounded output.
+func (s *session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	p, err := s.Start(ctx, req)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	pr := p.(*process)
+	defer pr.release()
+	res, err := sandbox.Collect(ctx, p, req.Stdin, req.EffectiveTimeout(s.policy()), req.EffectiveMaxOutput(s.policy()))
+	if res.TimedOut {
+		res.ExitStatus.Violations = append(res.ExitStatus.Violations, fmt.Sprintf("exec timeout of %s reached: process tree killed", req.EffectiveTimeout(s.policy())))
+	}
+	return res, err
+}
+
+// env is the command's environment: the spec's, what the backend must
+// set, then the request's overrides. The host's is never inherited.
+func (s *session) env(req sandbox.ExecRequest) []string {
+	m := map[string]string{
+		"PATH":    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME":    "/tmp",
+		"USER":    "sandbox",
+		"LOGNAME": "sandbox",
+		"LANG":    "C.UTF-8",
+	}
+	if s.uid == 0 {
+		m["USER"], m["LOGNAME"] = "root", "root"
+	}
+	for k, v := range s.st.Spec.Env {
+		m[k] = v
+	}
+	if s.egress != nil {
+		for k, v := range s.egress.env() {
+			m[k] = v
+		}
+	}
+	if req.TTY {
+		if _, ok := m["TERM"]; !ok {
+			m["TERM"] = "xterm-256color"
+		}
+	}
+	for k, v := range req.Env {
+		m[k] = v
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cwd resolves a request's working directory in the sandbox.
+func (s *session) cwd(dir string) string {
+	switch {
+	case dir == "":
+		return s.workdir()
+	case path.IsAbs(dir):
+		return path.Clean(dir)
+	}
+	return path.Join(s.workdir(), dir)
+}
+
+// fsRoot opens the workspace as the sandbox sees it (through the init's
+// root, so mounts inside the workspace are seen as they are there), or
+// the host workspace when the init is gone.
+func (s *session) fsRoot(op string) (*wsfs.Root, error) {
+	if err := s.live(op); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.root != nil {
+		return s.root, nil
+	}
+	dir := filepath.Join("/proc", strconv.Itoa(s.initPid()), "root", s.workdir())
+	if !initAlive(s.initPid(), s.dir()) {
+		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s is not running", s.st.ID))
+	}
+	r, err := wsfs.Open(dir)
+	if err != nil {
+		return nil, sandbox.Wrap("linux: "+op, nil, err)
+	}
+	s.root = r
+	return r, nil
+}
+
+// maxReadFile bounds ReadFile.
+const maxReadFile = 64 << 20
+
+// ReadFile reads a file as the sandbox sees it.
+func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	rel, err := sandbox.ResolveWorkspacePath(s.workdir(), p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.fsRoot("read file")
+	if err != nil {
+		return nil, err
+	}
+	return r.ReadFile(rel, maxReadFile)
+}
+
+// WriteFile writes a file in the workspace, owned by the session user.
+func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
+	rel, err := sandbox.ResolveWorkspacePath(s.workdir(), p)
+	if err != nil {
+		return err
+	}
+	r, err := s.fsRoot("write file")
+	if err != nil {
+		return err
+	}
+	return r.WriteFile(rel, data, mode, s.uid, s.gid)
+}
+
+// ListDir lists a directory as the sandbox sees it.
+func (s *session) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
+	rel, err := sandbox.ResolveWorkspacePath(s.workdir(), p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.fsRoot("list directory")
+	if err != nil {
+		return nil, err
+	}
+	return r.ListDir(rel)
+}
+
+// Snapshot saves the workspace, minus mounts inside it, to the client's
+// snapshot store.
+func (s *session) Snapshot(ctx context.Context) (string, error) {
+	if s.c.opts.Snapshots == nil {
+		return "", sandbox.Errorf(sandbox.ErrInvalid, "linux: snapshot: the client has no snapshot store")
+	}
+	if err := s.live("snapshot"); err != nil {
+		return "", err
+	}
+	var exclude []string
+	for _, m := range s.st.Spec.Mounts {
+		if rel, err := sandbox.ResolveWorkspacePath(s.workdir(), m.Target); err == nil && rel != "." {
+			exclude = append(exclude, rel)
+		}
+	}
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.st.Workspace, exclude)
+	if err != nil {
+		return "", sandbox.Wrap("linux: snapshot", nil, err)
+	}
+	s.mu.Lock()
+	s.st.Snapshot = ref
+	s.mu.Unlock()
+	_ = s.saveState()
+	return ref, nil
+}
+
+// Stop ends the sandbox's processes and cgroups but keeps the workspace
+// and the state directory, so the session can be resumed (rebuilt).
+func (s *session) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if s.root != nil {
+		_ = s.root.Close()
+		s.root = nil
+	}
+	s.mu.Unlock()
+	s.stopEgress()
+	shutdownInit(s.socket())
+	killInit(s.initPid(), s.dir())
+	if err := s.g.Remove(); err != nil {
+		return sandbox.Wrap("linux: stop", nil, err)
+	}
+	return nil
+}
+
+// Close releases everything: processes, cgroups, the disk image and the
+// workspace when the session made it, and the state directory.
+func (s *session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	var errs []error
+	if err := s.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.c.release(s.st); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// release removes what a stopped session owns on the host.
+func (c *Client) release(st sandbox.State) error {
+	var errs []error
+	if st.Handles["disk_image"] != "" && st.Workspace != "" {
+		unmountDisk(st.Workspace)
+	}
+	if st.OwnsWorkspace && st.Workspace != "" {
+		if err := os.RemoveAll(st.Workspace); err != nil {
+			errs = append(errs, fmt.Errorf("remove workspace %s: %w", st.Workspace, err))
+		}
+	}
+	if dir := st.Handles["state_dir"]; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove session directory %s: %w", dir, err))
+		}
+	}
+	if len(errs) > 0 {
+		return sandbox.Wrap("linux: close", nil, errors.Join(errs...))
+	}
+	return nil
+}
+
+// shutdownInit asks a live init to kill its commands and exit.
+func shutdownInit(sock string) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if send(c, request{Op: opShutdown}) == nil {
+		var r reply
+		_, _ = recv(c, &r, maxReply)
+	}
+}
