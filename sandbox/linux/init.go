@@ -335,4 +335,3 @@ func fileUnixListener(fd int) (*net.UnixListener, error) {
 	}
 	return ul, nil
 }
-

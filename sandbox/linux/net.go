@@ -29,4 +29,3 @@ func loopbackUp() error {
 	}
 	return nil
 }
-

@@ -54,10 +54,10 @@ func (s *session) State() sandbox.State {
 	return st
 }
 
-func (s *session) dir() string      { return s.st.Handles["state_dir"] }
-func (s *session) socket() string   { return s.st.Handles["socket"] }
-func (s *session) workdir() string  { return workdirOf(s.st.Spec) }
-func (s *session) initPid() int     { n, _ := strconv.Atoi(s.st.Handles["init_pid"]); return n }
+func (s *session) dir() string            { return s.st.Handles["state_dir"] }
+func (s *session) socket() string         { return s.st.Handles["socket"] }
+func (s *session) workdir() string        { return workdirOf(s.st.Spec) }
+func (s *session) initPid() int           { n, _ := strconv.Atoi(s.st.Handles["init_pid"]); return n }
 func (s *session) policy() sandbox.Policy { return s.st.Spec.Policy }
 
 // saveState writes state.json in the session directory, so that Delete
