@@ -44,6 +44,10 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	if err := s.live("exec"); err != nil {
 		return nil, err
 	}
+	dir, err := s.cwd(req.Workdir)
+	if err != nil {
+		return nil, err
+	}
 	p := &process{s: s, oomBefore: s.g.OOMKills()}
 	if s.egress != nil {
 		p.denBefore = s.egress.denialCount()
@@ -93,7 +97,7 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(d)
 	}
-	if err := send(c, request{Op: opExec, Cmd: req.Cmd, Dir: s.cwd(req.Workdir), Env: s.env(req), TTY: req.TTY}, remote...); err != nil {
+	if err := send(c, request{Op: opExec, Cmd: req.Cmd, Dir: dir, Env: s.env(req), TTY: req.TTY}, remote...); err != nil {
 		return nil, sandbox.Wrap(op, nil, fmt.Errorf("send %q to the init: %w", req.Cmd[0], err))
 	}
 	closeAll(remote)

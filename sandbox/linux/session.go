@@ -154,15 +154,21 @@ func (s *session) env(req sandbox.ExecRequest) []string {
 	return out
 }
 
-// cwd resolves a request's working directory in the sandbox.
-func (s *session) cwd(dir string) string {
+// cwd resolves a request's working directory in the sandbox. Absolute
+// paths may be anywhere in the sandbox (it is all confined); a relative
+// one is taken from the workdir and must not climb out of it.
+func (s *session) cwd(dir string) (string, error) {
 	switch {
 	case dir == "":
-		return s.workdir()
+		return s.workdir(), nil
 	case path.IsAbs(dir):
-		return path.Clean(dir)
+		return path.Clean(dir), nil
 	}
-	return path.Join(s.workdir(), dir)
+	rel, err := sandbox.ResolveWorkspacePath(s.workdir(), dir)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(s.workdir(), rel), nil
 }
 
 // fsRoot opens the workspace as the sandbox sees it (through the init's

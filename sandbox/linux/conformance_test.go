@@ -1,0 +1,23 @@
+package linux
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	newTestClient(t) // skips when the backend cannot run here
+	store := sandboxtest.NewDirStore(t.TempDir())
+	dir := t.TempDir()
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Client {
+		c, err := New(Options{StateDir: dir, Snapshots: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}, sandboxtest.WithSnapshots(store))
+}
