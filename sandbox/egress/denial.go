@@ -32,7 +32,6 @@ func (p *Proxy) record(method, host, reason string) {
 	if len(p.denials) >= maxDenials {
 		copy(p.denials, p.denials[1:])
 		p.denials = p.denials[:len(p.denials)-1]
-		p.dropped++
 	}
 	p.denials = append(p.denials, entry)
 	p.mu.Unlock()

@@ -27,7 +27,8 @@ type Config struct {
 	Credentials map[string]map[string]string
 	// Logger receives one warning per refusal; default slog.Default().
 	Logger *slog.Logger
-	// DialTimeout bounds resolving and connecting upstream; default 10s.
+	// DialTimeout bounds resolving and connecting upstream, and reading a
+	// client's request header; default 10s.
 	DialTimeout time.Duration
 	// IdleTimeout closes a CONNECT tunnel or keep-alive connection with no
 	// traffic for this long; default 2 minutes.
@@ -64,12 +65,16 @@ type Proxy struct {
 	forward *httputil.ReverseProxy
 	tr      *http.Transport
 
+	// base is every request's parent context; Close cancels it, which
+	// ends dials in progress and protocol-switched (Upgrade) connections.
+	base       context.Context
+	cancelBase context.CancelFunc
+
 	mu      sync.Mutex
 	closed  bool
 	done    chan struct{}
 	tunnels map[net.Conn]struct{}
 	denials []string
-	dropped int
 }
 
 // credential is the headers injected for hosts matching pattern.
@@ -128,8 +133,10 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorHandler:   p.forwardError,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
+	p.base, p.cancelBase = context.WithCancel(context.Background())
 	p.server = &http.Server{
 		Handler:           p,
+		BaseContext:       func(net.Listener) context.Context { return p.base },
 		ReadHeaderTimeout: p.cfg.DialTimeout,
 		IdleTimeout:       p.cfg.IdleTimeout,
 		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
@@ -246,6 +253,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 
+	p.cancelBase()
 	err := p.server.Close()
 	for _, c := range tunnels {
 		_ = c.Close()

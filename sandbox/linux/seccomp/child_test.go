@@ -64,6 +64,15 @@ func childMain(mode string, args []string) int {
 		}
 		fmt.Fprintln(os.Stderr, "exec:", err)
 		return 5
+	case "osexec":
+		// Start a program the way a Go session init would, after Install.
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		os.Stdout.Write(out)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "os/exec:", err)
+			return 5
+		}
+		return 0
 	case "threads":
 		return childThreads()
 	}
