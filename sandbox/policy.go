@@ -262,8 +262,6 @@ func Check(backend string, enforces []Part, p Policy, allowWeaker bool, log *slo
 	if log == nil {
 		log = slog.Default()
 	}
-	for _, m := range missing {
-		log.Warn("policy part NOT enforced (allowed weaker)", "backend", backend, "part", string(m))
-	}
+	log.Warn("policy parts NOT enforced (allowed weaker)", "backend", backend, "parts", strings.Join(names, ","))
 	return missing, nil
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/snapshot"
 )
 
 func init() { register(newExecCmd) }
@@ -30,6 +31,7 @@ const (
 func newExecCmd() *cobra.Command {
 	var (
 		f       execFlags
+		wf      workspaceFlags
 		backend string
 		asJSON  bool
 		tty     bool
@@ -67,19 +69,29 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if err != nil {
 				return &exitError{code: exitCode, err: fmt.Errorf("exec: %w", err)}
 			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			pw, err := wf.prepare(ctx, &spec, f.user != "")
+			if err != nil {
+				return &exitError{code: exitCode, err: fmt.Errorf("exec: %w", err)}
+			}
+			defer pw.cleanup()
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelDebug
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			client, err := openBackend(backend, backendOptions{Logger: logger, Image: f.image, Warn: os.Stderr})
+			bo := backendOptions{Logger: logger, Image: f.image, Warn: os.Stderr}
+			if pw.store != nil {
+				bo.Snapshots = pw.store
+			}
+			client, err := openBackend(backend, bo)
 			if err != nil {
 				return &exitError{code: exitCode, err: err}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			code, err := runExec(ctx, client, spec, args, execIO{
 				json: asJSON, tty: tty, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+				saveSnapshot: wf.saveSnapshot,
 			})
 			if err != nil {
 				return &exitError{code: exitCode, err: err}
@@ -95,7 +107,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 	fl.StringVar(&f.workspace, "workspace", "", "host `DIR` bound read-write at /workspace (default: a fresh temporary dir, removed after)")
 	fl.StringArrayVar(&f.ro, "ro", nil, "bind host `HOST[:DEST]` read-only (DEST defaults to /workspace/<name>; repeatable)")
 	fl.StringArrayVar(&f.rw, "rw", nil, "bind host `HOST[:DEST]` read-write (repeatable)")
-	fl.StringVar(&f.network, "network", "none", "`none`, or HOST[,HOST...] reachable through the egress proxy (*.example.com for subdomains)")
+	fl.StringVar(&f.network, "network", "none", "`none|HOST[,HOST...]`: no network, or only these hosts through the egress proxy (*.example.com for subdomains)")
 	fl.StringVar(&f.memory, "memory", "1G", "memory limit of the whole sandbox (`SIZE` like 512M; 0 for none)")
 	fl.Int64Var(&f.pids, "pids", 512, "limit on processes and threads (`N`; 0 for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores (`N`, e.g. 1.5; 0 for none)")
@@ -109,12 +121,17 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object: exit_code, stdout, stderr, duration_ms, timed_out, oom_killed, output_truncated, violations")
 	fl.BoolVarP(&tty, "tty", "t", false, "give the command a pseudo-terminal (interactive programs)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log what the backend does")
+	fl.StringVar(&wf.manifest, "manifest", "", "workspace manifest (`FILE`, YAML or JSON) materialized before the command runs")
+	fl.StringVar(&wf.snapshot, "snapshot", "", "seed the workspace from snapshot `ID` (agentbox snapshot ls)")
+	fl.BoolVar(&wf.saveSnapshot, "save-snapshot", false, "save the workspace as a snapshot after the command and print its ID on stderr")
+	fl.StringVar(&wf.store, "store", snapshot.DefaultDir(), "snapshot store `DIR`")
 	return cmd
 }
 
 // execIO is where `exec` reads and writes.
 type execIO struct {
 	json, tty      bool
+	saveSnapshot   bool
 	stdin          io.Reader
 	stdout, stderr io.Writer
 }
@@ -145,6 +162,18 @@ func runExec(ctx context.Context, client sandbox.Client, spec sandbox.Spec, argv
 			fmt.Fprintln(eio.stderr, "agentbox: closing sandbox:", cerr)
 		}
 	}()
+	if eio.saveSnapshot {
+		// Deferred after Close's defer, so it runs first: the workspace is
+		// saved while the session still holds it.
+		defer func() {
+			id, err := sess.Snapshot(context.WithoutCancel(ctx))
+			if err != nil {
+				fmt.Fprintln(eio.stderr, "agentbox: saving snapshot:", err)
+				return
+			}
+			fmt.Fprintln(eio.stderr, "agentbox: saved snapshot", id)
+		}()
+	}
 	req := sandbox.ExecRequest{Cmd: argv, Timeout: spec.Policy.Resources.ExecTimeout}
 	if eio.json {
 		if !isTerminal(eio.stdin) {
