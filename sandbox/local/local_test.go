@@ -9,10 +9,10 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/local"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
+	"github.com/agentbox/agentbox/snapshot"
 )
 
-func TestConformance(t *testing.T) {
-	store := sandboxtest.NewDirStore(t.TempDir())
+func conformance(t *testing.T, store sandbox.SnapshotStore) {
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client {
 		c, err := local.New(local.Options{
 			Snapshots: store,
@@ -24,4 +24,16 @@ func TestConformance(t *testing.T) {
 		}
 		return c
 	}, sandboxtest.WithSnapshots(store), sandboxtest.WithSpec(func(sp *sandbox.Spec) { sp.AllowWeaker = true }))
+}
+
+func TestConformance(t *testing.T) {
+	conformance(t, sandboxtest.NewDirStore(t.TempDir()))
+}
+
+func TestConformanceWithTheSnapshotPackage(t *testing.T) {
+	store, err := snapshot.Open(t.TempDir(), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conformance(t, store)
 }

@@ -306,3 +306,36 @@ func TestUserSwitch(t *testing.T) {
 		t.Fatalf("TTY exec as another user: %q, %v", res.Stdout, err)
 	}
 }
+
+func TestWorkdirMapping(t *testing.T) {
+	h := newHarness(t)
+	ws := t.TempDir()
+	host := t.TempDir()
+	s := h.create(t, weaker(sandbox.Spec{Workspace: ws}))
+	tests := []struct {
+		name    string
+		workdir string
+		want    string
+		kind    error
+	}{
+		{"an empty workdir is the workspace", "", ws, nil},
+		{"the sandbox workdir maps to the workspace", "/workspace", ws, nil},
+		{"a relative workdir stays in the workspace", ".", ws, nil},
+		{"a relative workdir climbing out is refused", "../..", "", sandbox.ErrPathEscape},
+		{"an absolute host path is used as it is (nothing is confined)", host, host, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"pwd"}, Workdir: tt.workdir})
+			if tt.kind != nil {
+				if !errors.Is(err, tt.kind) {
+					t.Fatalf("err = %v, want %v", err, tt.kind)
+				}
+				return
+			}
+			if err != nil || strings.TrimSpace(string(res.Stdout)) != tt.want {
+				t.Fatalf("pwd = %q, %v; want %s", res.Stdout, err, tt.want)
+			}
+		})
+	}
+}

@@ -56,8 +56,18 @@ func Skip(cap Capability, reason string) Option {
 	return func(c *config) { c.skips[cap] = reason }
 }
 
-// SkipPTY is Skip(CapPTY, reason).
-func SkipPTY(reason string) Option { return Skip(CapPTY, reason) }
+// SkipPTY skips the PTY tests; the optional reason is logged.
+func SkipPTY(reason ...string) Option { return Skip(CapPTY, why(reason, "no pseudo-terminal support")) }
+
+// SkipResume skips the Resume tests; the optional reason is logged.
+func SkipResume(reason ...string) Option { return Skip(CapResume, why(reason, "no resume support")) }
+
+func why(reason []string, def string) string {
+	if len(reason) == 0 || reason[0] == "" {
+		return def
+	}
+	return reason[0]
+}
 
 // testTimeout bounds every subtest so that a hung backend fails instead of
 // stalling the run.
@@ -70,7 +80,9 @@ type suite struct {
 }
 
 // Run runs the conformance suite against the backend newClient builds. It
-// calls newClient once per subtest.
+// calls newClient once per subtest (twice for resume tests: a fresh client
+// plays another process). The calling test must not be parallel: the
+// environment test plants a host variable with t.Setenv.
 func Run(t *testing.T, newClient func(t *testing.T) sandbox.Client, opts ...Option) {
 	s := &suite{cfg: config{skips: map[Capability]string{}}, newClient: newClient}
 	for _, o := range opts {
