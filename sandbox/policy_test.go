@@ -144,7 +144,7 @@ func TestCheck(t *testing.T) {
 			}
 			if tt.allowWeaker && err == nil {
 				for _, m := range tt.wantMissing {
-					if !strings.Contains(logs.String(), "part="+string(m)) {
+					if !strings.Contains(logs.String(), string(m)) {
 						t.Errorf("weakened part %s not logged: %s", m, logs.String())
 					}
 				}
