@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +36,12 @@ import (
 // the killer creates the request before reading the pid file, so a kill
 // racing with the start is never lost: one of the two sees the other.
 const wrapperScript = `{ echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; exec "$@"`
+
+// ttyWrapperScript is wrapperScript for a terminal exec: it also sets the
+// terminal size before the command starts, since engines before API 1.42
+// ignore the size given at exec creation (a resize after start races with
+// the command's first look at its terminal).
+const ttyWrapperScript = `{ echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; [ "$1" -gt 0 ] && stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`
 
 const killerScript = `: >/tmp/.agentbox-exec-$0.kill
 read pid </tmp/.agentbox-exec-$0 2>/dev/null || exit 0
@@ -83,8 +91,16 @@ func newTag() string {
 
 // start creates and attaches an exec for req (already validated).
 func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process, error) {
+	if req.Workdir != "" && !path.IsAbs(req.Workdir) {
+		if _, err := sandbox.ResolveWorkspacePath(s.spec.Workdir, req.Workdir); err != nil {
+			return nil, err
+		}
+	}
 	tag := newTag()
 	cmd := append([]string{"/bin/sh", "-c", wrapperScript, tag}, req.Cmd...)
+	if req.TTY {
+		cmd = append([]string{"/bin/sh", "-c", ttyWrapperScript, tag, strconv.Itoa(int(req.Rows)), strconv.Itoa(int(req.Cols))}, req.Cmd...)
+	}
 	opts := client.ExecCreateOptions{
 		Cmd:          cmd,
 		Env:          envList(req.Env),
@@ -105,8 +121,14 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 	if err != nil {
 		return nil, s.execError("attach exec", err)
 	}
+	if req.TTY && req.Rows > 0 && req.Cols > 0 {
+		// For images without stty: the engine's resize, right after start.
+		go func() {
+			_, _ = s.c.api.ExecResize(context.WithoutCancel(ctx), created.ID, client.ExecResizeOptions{Height: uint(req.Rows), Width: uint(req.Cols)})
+		}()
+	}
 	p := &process{s: s, execID: created.ID, tag: tag, tty: req.TTY, conn: att.HijackedResponse, copied: make(chan struct{})}
-	p.stdin = &stdinWriter{conn: &att.HijackedResponse}
+	p.stdin = &stdinWriter{conn: &att.HijackedResponse, tty: req.TTY}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	p.stdout, p.stderr = outR, errR
@@ -129,9 +151,12 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 }
 
 // stdinWriter half-closes the attach connection on Close, so the command
-// sees EOF while its output keeps flowing.
+// sees EOF while its output keeps flowing. With a terminal it types the
+// EOF character (^D) instead, as a user would: the engine tears down a TTY
+// exec's output when its input half-closes.
 type stdinWriter struct {
 	conn   *client.HijackedResponse
+	tty    bool
 	mu     sync.Mutex
 	closed bool
 }
@@ -152,6 +177,10 @@ func (w *stdinWriter) Close() error {
 		return nil
 	}
 	w.closed = true
+	if w.tty {
+		_, err := w.conn.Conn.Write([]byte{4})
+		return err
+	}
 	return w.conn.CloseWrite()
 }
 

@@ -19,7 +19,7 @@ import (
 
 // rootfsVersion changes whenever the layout below changes, so that a cached
 // image built by an older agentbox is rebuilt.
-const rootfsVersion = "agentbox-rootfs-3"
+const rootfsVersion = "agentbox-rootfs-4"
 
 // baseTools are the host programs copied into the base image, with the
 // shared libraries they load. Missing optional ones are skipped; the
@@ -32,7 +32,7 @@ var baseTools = []string{
 	"tr", "tee", "seq", "yes", "nproc", "mktemp", "du", "df", "sha256sum", "md5sum",
 	"base64", "od", "dd", "comm", "join", "paste", "fold", "expr", "timeout", "nice",
 	"grep", "egrep", "fgrep", "sed", "awk", "mawk", "gawk", "find", "xargs", "diff",
-	"cmp", "tar", "gzip", "gunzip", "zcat", "which", "kill", "ps", "setsid",
+	"cmp", "stty", "tty", "tar", "gzip", "gunzip", "zcat", "which", "kill", "ps", "setsid",
 	"python3", "git", "less", "file", "patch",
 }
 
