@@ -123,7 +123,7 @@ func TestAllowWeakerWarnsOncePerSessionAndLogsEachPart(t *testing.T) {
 		t.Errorf("warning does not name the unenforced parts: %q", warn)
 	}
 	for _, part := range []string{"filesystem.isolation", "processes.isolation", "identity", "network.none"} {
-		if !strings.Contains(h.log.String(), "part="+part) {
+		if !strings.Contains(h.log.String(), part) {
 			t.Errorf("log does not record weakened part %s: %s", part, h.log)
 		}
 	}
