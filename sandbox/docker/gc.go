@@ -1,0 +1,70 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"syscall"
+
+	"github.com/moby/moby/client"
+)
+
+// Reaped is one container GC removed, and why.
+type Reaped struct {
+	Container string
+	Session   string
+	Reason    string
+}
+
+// GCOptions control GC.
+type GCOptions struct {
+	// DryRun lists what would be removed without removing it.
+	DryRun bool
+}
+
+// GC removes agentbox containers (those labelled agentbox.session) that
+// are orphans: stopped, or created on this host by a process that no
+// longer exists (a crashed agentbox). Containers of live agentbox
+// processes, and of other hosts sharing the engine, are left alone.
+func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
+	list, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelSession)})
+	if err != nil {
+		return nil, c.unavailable("docker: gc: list agentbox containers", err)
+	}
+	me := hostname()
+	var out []Reaped
+	var errs []error
+	for _, ct := range list.Items {
+		reason := ""
+		pid, _ := strconv.Atoi(ct.Labels[labelOwnerPID])
+		switch {
+		case ct.State != "running":
+			reason = "container is " + string(ct.State)
+		case ct.Labels[labelOwnerHost] != me:
+			continue // another host's agentbox: its pid means nothing here
+		case pid <= 0:
+			reason = "no owner pid label"
+		case !processAlive(pid):
+			reason = fmt.Sprintf("owner process %d is gone", pid)
+		default:
+			continue
+		}
+		r := Reaped{Container: shortID(ct.ID), Session: ct.Labels[labelSession], Reason: reason}
+		if !opts.DryRun {
+			if err := c.removeContainer(ctx, ct.ID); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
+}
+
+// processAlive reports whether pid exists (EPERM means it does, owned by
+// someone else).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
