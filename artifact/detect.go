@@ -175,16 +175,17 @@ func isCSV(file string) bool {
 	}
 }
 
-// typeAllowed reports whether any satisfied type matches an allowed one
-// ("type/subtype" or "type/*").
-func typeAllowed(allowed, satisfies []string) bool {
+// typeAllowed returns the first satisfied type that an allowed one
+// ("type/subtype" or "type/*") matches, in the order allowed lists them;
+// "" when none does.
+func typeAllowed(allowed, satisfies []string) string {
 	for _, a := range allowed {
 		a = baseType(a)
 		for _, s := range satisfies {
 			if a == s || strings.HasSuffix(a, "/*") && strings.HasPrefix(s, strings.TrimSuffix(a, "*")) {
-				return true
+				return s
 			}
 		}
 	}
-	return false
+	return ""
 }

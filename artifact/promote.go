@@ -44,6 +44,9 @@ type candidate struct {
 	det    detection
 	checks []Check
 	failed bool
+	// acceptedAs is the type a rule accepted the content as (text is
+	// valid Markdown), recorded in place of the detected one.
+	acceptedAs string
 }
 
 // Promote checks every file of src that the rules' globs match and, only
@@ -117,8 +120,12 @@ func Promote(ctx context.Context, src Source, rules *Rules, dest string, opts Pr
 		Files: []FileRecord{},
 	}
 	for _, c := range p.cands {
+		typ := c.det.Type
+		if c.acceptedAs != "" {
+			typ = c.acceptedAs
+		}
 		rec.Files = append(rec.Files, FileRecord{
-			Path: c.entry.Path, SHA256: c.sum, Size: c.size, Type: c.det.Type,
+			Path: c.entry.Path, SHA256: c.sum, Size: c.size, Type: typ,
 			SourcePath: src.Where(c.entry.Path), Checks: c.checks,
 		})
 	}
@@ -297,8 +304,11 @@ func (p *promotion) stage(c *candidate, staging string) error {
 func (p *promotion) content(c *candidate) {
 	for _, o := range c.rules {
 		if len(o.Types) > 0 {
-			if typeAllowed(o.Types, c.det.Satisfies) {
-				p.pass(c, o, "types", "detected %s", c.det.Type)
+			if t := typeAllowed(o.Types, c.det.Satisfies); t != "" {
+				if c.acceptedAs == "" {
+					c.acceptedAs = t
+				}
+				p.pass(c, o, "types", "content is valid %s", t)
 			} else {
 				why := ""
 				if c.det.NotText != "" {

@@ -68,7 +68,7 @@ func TestPromoteCopiesPassingOutputsWithProvenance(t *testing.T) {
 	rec, err := promoteDir(t, ws, rules, dest, PromoteOptions{RunID: "run-1", TraceID: "trace-1", Now: func() time.Time { return now }})
 	must(t, err)
 
-	want := map[string]string{"out/report.md": "text/plain", "out/data/summary.json": "application/json", "out/chart.png": "image/png"}
+	want := map[string]string{"out/report.md": "text/markdown", "out/data/summary.json": "application/json", "out/chart.png": "image/png"}
 	if len(rec.Files) != len(want) {
 		t.Fatalf("promoted %d files, want %d: %+v", len(rec.Files), len(want), rec.Files)
 	}

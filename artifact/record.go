@@ -68,10 +68,10 @@ var ErrRejected = errors.New("artifact rejected")
 // Violation is one file breaking one rule (Path is empty for a required
 // output that matched nothing).
 type Violation struct {
-	Path  string
-	Rule  string
-	Check string
-	Msg   string
+	Path  string `json:"path,omitempty"`
+	Rule  string `json:"rule"`
+	Check string `json:"check"`
+	Msg   string `json:"message"`
 }
 
 func (v Violation) String() string {
