@@ -203,17 +203,10 @@ func ApplyHunks(path, content string, hunks []Hunk) (string, error) {
 			}
 			cursor = idx + 1
 		}
-		var old, repl []string
+		var old []string
 		for _, l := range h.Lines {
-			body := strings.TrimSuffix(l[1:], "\r")
-			switch l[0] {
-			case ' ':
-				old = append(old, body)
-				repl = append(repl, body)
-			case '-':
-				old = append(old, body)
-			case '+':
-				repl = append(repl, body)
+			if l[0] != '+' {
+				old = append(old, strings.TrimSuffix(l[1:], "\r"))
 			}
 		}
 		var at int
@@ -226,6 +219,21 @@ func ApplyHunks(path, content string, hunks []Hunk) (string, error) {
 			at = seekLines(lines, old, cursor, h.AtEOF)
 			if at < 0 {
 				return "", fmt.Errorf("%s: hunk %d (patch line %d): context not found; the file has no lines matching:\n%s", path, n+1, h.line, clipText(strings.Join(old, "\n"), 400))
+			}
+		}
+		// Context lines keep the file's own text (its whitespace), not
+		// the patch's approximation of it.
+		var repl []string
+		j := at
+		for _, l := range h.Lines {
+			switch l[0] {
+			case ' ':
+				repl = append(repl, lines[j])
+				j++
+			case '-':
+				j++
+			case '+':
+				repl = append(repl, strings.TrimSuffix(l[1:], "\r"))
 			}
 		}
 		lines = append(lines[:at], append(repl, lines[at+len(old):]...)...)

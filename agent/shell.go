@@ -180,7 +180,11 @@ func (t *procTable) execCommand(ctx context.Context, raw json.RawMessage) (strin
 	if a.YieldTimeMS > 0 {
 		yield = time.Duration(a.YieldTimeMS) * time.Millisecond
 	}
-	yield = min(yield, timeout)
+	if yield >= timeout {
+		// The command is killed at its timeout; wait for that (and a
+		// moment for the kill to land) rather than hand back a session.
+		yield = timeout + 2*time.Second
+	}
 	p, err := t.start(ctx, argv, display, a.Workdir, a.TTY, timeout)
 	if err != nil {
 		return "", err
