@@ -86,11 +86,17 @@ func Promote(ctx context.Context, src Source, rules *Rules, dest string, opts Pr
 	for _, c := range p.cands {
 		p.static(c)
 	}
-	parent := filepath.Dir(destAbs)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("artifact: create %s: %w", parent, err)
+	// Stage on the destination's file system so the final renames cannot
+	// cross devices: inside dest when it exists (a mount point, say),
+	// beside it otherwise.
+	stageIn := destAbs
+	if _, err := os.Lstat(destAbs); err != nil {
+		stageIn = filepath.Dir(destAbs)
+		if err := os.MkdirAll(stageIn, 0o755); err != nil {
+			return nil, fmt.Errorf("artifact: create %s: %w", stageIn, err)
+		}
 	}
-	staging, err := os.MkdirTemp(parent, ".agentbox-promote-*")
+	staging, err := os.MkdirTemp(stageIn, ".agentbox-promote-*")
 	if err != nil {
 		return nil, fmt.Errorf("artifact: create staging dir beside %s: %w", dest, err)
 	}

@@ -122,7 +122,7 @@ func TestPromoteIntoAnExistingDirectory(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "already has out/report.md") {
 		t.Fatalf("second promotion = %v, want a refusal naming the clash", err)
 	}
-	assertNoStaging(t, filepath.Dir(dest))
+	assertNoStaging(t, dest)
 }
 
 func TestPromoteRefuses(t *testing.T) {

@@ -125,13 +125,13 @@ func (s *SessionSource) Open(ctx context.Context, rel string) (io.ReadCloser, En
 	if err != nil {
 		return nil, Entry{}, sandbox.Wrap("artifact: read "+s.Where(rel), nil, err)
 	}
-	dir, name := path.Split(rel)
-	infos, err := s.s.ListDir(ctx, s.Where(strings.TrimSuffix(dir, "/")))
-	if dir == "" {
-		infos, err = s.s.ListDir(ctx, s.root)
+	parent, name := s.root, rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		parent, name = s.Where(rel[:i]), rel[i+1:]
 	}
+	infos, err := s.s.ListDir(ctx, parent)
 	if err != nil {
-		return nil, Entry{}, sandbox.Wrap("artifact: list "+s.Where(dir), nil, err)
+		return nil, Entry{}, sandbox.Wrap("artifact: list "+parent, nil, err)
 	}
 	for _, fi := range infos {
 		if fi.Name != name {
