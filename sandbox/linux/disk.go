@@ -33,8 +33,9 @@ func mountDisk(ctx context.Context, img, ws string, size int64, uid, gid int) (e
 	if err != nil {
 		return fmt.Errorf("disk quota: create image %s: %w", img, err)
 	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
+	err = f.Truncate(size)
+	f.Close()
+	if err != nil {
 		return fmt.Errorf("disk quota: size image to %d bytes: %w", size, err)
 	}
 	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
@@ -43,12 +44,20 @@ func mountDisk(ctx context.Context, img, ws string, size int64, uid, gid int) (e
 	if out, err := mkfs.CombinedOutput(); err != nil {
 		return fmt.Errorf("disk quota: mkfs.ext4 %s: %w: %s", img, err, strings.TrimSpace(string(out)))
 	}
-	dev, err := attachLoop(f)
+	f, err = os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("disk quota: open image %s: %w", img, err)
+	}
+	defer f.Close()
+	dev, lf, err := attachLoop(f)
 	if err != nil {
 		return err
 	}
+	// The loop device stays open until mounted: autoclear detaches it when
+	// its last user goes, and the mount becomes that user.
+	defer lf.Close()
 	if err := unix.Mount(dev, ws, "ext4", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		detachLoop(dev)
+		_ = unix.IoctlSetInt(int(lf.Fd()), unix.LOOP_CLR_FD, 0)
 		return fmt.Errorf("disk quota: mount %s (%s) on %s: %w", dev, img, ws, err)
 	}
 	_ = os.Remove(filepath.Join(ws, "lost+found"))
@@ -57,42 +66,35 @@ func mountDisk(ctx context.Context, img, ws string, size int64, uid, gid int) (e
 
 // attachLoop binds the image to a free loop device that frees itself when
 // its filesystem is unmounted (autoclear).
-func attachLoop(img *os.File) (string, error) {
+func attachLoop(img *os.File) (string, *os.File, error) {
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
-		return "", fmt.Errorf("disk quota: open /dev/loop-control: %w", err)
+		return "", nil, fmt.Errorf("disk quota: open /dev/loop-control: %w", err)
 	}
 	defer ctl.Close()
 	for attempt := 0; attempt < 20; attempt++ {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {
-			return "", fmt.Errorf("disk quota: find a free loop device: %w", err)
+			return "", nil, fmt.Errorf("disk quota: find a free loop device: %w", err)
 		}
 		dev := "/dev/loop" + strconv.Itoa(n)
 		lf, err := os.OpenFile(dev, os.O_RDWR, 0)
 		if err != nil {
-			return "", fmt.Errorf("disk quota: open %s: %w", dev, err)
+			return "", nil, fmt.Errorf("disk quota: open %s: %w", dev, err)
 		}
 		cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
 		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
 		err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
-		lf.Close()
 		if err == nil {
-			return dev, nil
+			return dev, lf, nil
 		}
+		lf.Close()
 		if !errors.Is(err, unix.EBUSY) {
-			return "", fmt.Errorf("disk quota: attach image to %s: %w", dev, err)
+			return "", nil, fmt.Errorf("disk quota: attach image to %s: %w", dev, err)
 		}
 		time.Sleep(time.Millisecond) // raced another attach; take the next free one
 	}
-	return "", errors.New("disk quota: no free loop device after 20 attempts")
-}
-
-func detachLoop(dev string) {
-	if f, err := os.OpenFile(dev, os.O_RDWR, 0); err == nil {
-		_ = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
-		f.Close()
-	}
+	return "", nil, errors.New("disk quota: no free loop device after 20 attempts")
 }
 
 // unmountDisk unmounts a quota filesystem from ws (its loop device then

@@ -256,19 +256,35 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 	}
 	var killed atomic.Bool
 	done := make(chan struct{})
+	hungUp := make(chan struct{})
 	go func() {
-		// Any further packet is a kill request; EOF (the client gone)
-		// kills too, so commands never outlive whoever waits for them.
-		var r request
-		_, err := recv(c, &r, 4096)
-		if err == nil && r.Op != opKill {
-			return
-		}
-		select {
-		case <-done:
-		default:
-			killed.Store(true)
-			g.kill(pid)
+		// Each further packet is a kill request: it kills the command's
+		// whole tree, even after the command itself has exited (its
+		// children may hold the output open). EOF, the client gone, kills
+		// a command that still runs, so commands never outlive whoever
+		// waits for them; what a finished command left in the background
+		// stays, as it would in a shell.
+		defer close(hungUp)
+		for {
+			var r request
+			_, err := recv(c, &r, 4096)
+			if err != nil {
+				select {
+				case <-done:
+				default:
+					killed.Store(true)
+					g.kill(pid)
+				}
+				return
+			}
+			if r.Op == opKill {
+				select {
+				case <-done:
+				default:
+					killed.Store(true)
+				}
+				g.kill(pid)
+			}
 		}
 	}()
 	ws := <-exited
@@ -279,6 +295,7 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 		rep.Signal = signalName(ws.Signal())
 	}
 	_ = send(c, reply{Exited: rep})
+	<-hungUp
 	if g != nil && !g.remove() {
 		st.mu.Lock()
 		st.pending = append(st.pending, g)

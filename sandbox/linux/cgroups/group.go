@@ -338,3 +338,7 @@ func writeFile(path, value string) error {
 	}
 	return cerr
 }
+
+// Dir is the group's directory in one hierarchy: "v2", or a v1
+// controller name (memory, pids, cpu); "" when the group has none there.
+func (g *Group) Dir(hierarchy string) string { return g.dirs[hierarchy] }

@@ -1,0 +1,175 @@
+package linux
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+)
+
+func TestTimeoutKillsTheWholeTree(t *testing.T) {
+	c := newTestClient(t)
+	s := newTestSession(t, c, sandbox.Spec{})
+	cases := []struct {
+		name string
+		cmd  string
+	}{
+		{"a background child dies with its shell", "sleep 100 & sleep 100"},
+		{"a setsid'ed grandchild dies too", "setsid sh -c 'sleep 100 & sleep 100' & sleep 100"},
+		{"a double-forked daemon with closed stdio dies too", "(setsid sh -c 'exec sleep 100' >/dev/null 2>&1 </dev/null &) ; sleep 100"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", tc.cmd}, Timeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.TimedOut {
+				t.Errorf("TimedOut = false, want true")
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("exec took %s after a 300ms timeout", d)
+			}
+			// Nothing of it may be left running.
+			left := run(t, s, "sh", "-c", "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
+			if strings.Contains(string(left.Stdout), "sleep") {
+				t.Errorf("processes left after the timeout:\n%s", left.Stdout)
+			}
+		})
+	}
+}
+
+func TestMemoryLimitOOMKills(t *testing.T) {
+	c := newTestClient(t)
+	if !hasPart(c, sandbox.PartMemory) {
+		t.Skip("no memory controller on this host")
+	}
+	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{MemoryBytes: 32 << 20}}})
+	// A memory bomb: a shell variable doubling until the limit is hit.
+	res, err := s.Exec(context.Background(), sandbox.ExecRequest{
+		Cmd:     []string{"sh", "-c", "x=xxxxxxxxxxxxxxxx; while true; do x=$x$x; done"},
+		Timeout: 20 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OOMKilled {
+		t.Fatalf("OOMKilled = false (exit %d %s, timed out %v), want true", res.ExitCode, res.Signal, res.TimedOut)
+	}
+	if res.ExitCode != 137 {
+		t.Errorf("exit code = %d, want 137", res.ExitCode)
+	}
+	// The session survives its command's OOM kill.
+	if r := run(t, s, "true"); r.ExitCode != 0 {
+		t.Errorf("exec after the OOM kill: exit %d", r.ExitCode)
+	}
+}
+
+func TestPidsLimitBoundsAForkBomb(t *testing.T) {
+	c := newTestClient(t)
+	if !hasPart(c, sandbox.PartPids) {
+		t.Skip("no pids controller on this host")
+	}
+	const limit = 32
+	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{Pids: limit}}})
+	res, err := s.Exec(context.Background(), sandbox.ExecRequest{
+		Cmd:     []string{"sh", "-c", "while true; do sleep 5 & done"},
+		Timeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 {
+		t.Errorf("the fork bomb exited 0")
+	}
+	g := s.(*session).g
+	dir := g.Dir(cgroups.Pids)
+	if dir == "" {
+		dir = g.Dir("v2")
+	}
+	peak := readInt(t, filepath.Join(dir, "pids.peak"))
+	if peak > limit {
+		t.Errorf("pids.peak = %d, above the limit %d", peak, limit)
+	}
+	if peak < limit-2 {
+		t.Errorf("pids.peak = %d: the bomb never reached the limit %d", peak, limit)
+	}
+	// The session still works once the bomb is gone.
+	if r := run(t, s, "true"); r.ExitCode != 0 {
+		t.Errorf("exec after the fork bomb: exit %d", r.ExitCode)
+	}
+}
+
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("cannot read %s: %v", path, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return n
+}
+
+func TestCPULimitIsWritten(t *testing.T) {
+	c := newTestClient(t)
+	if !hasPart(c, sandbox.PartCPU) {
+		t.Skip("no cpu controller on this host")
+	}
+	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{CPUs: 0.5}}})
+	got := strings.Join(s.(*session).g.Enforced(), "; ")
+	if !strings.Contains(got, "cpu") {
+		t.Errorf("enforced limits %q do not mention cpu", got)
+	}
+	// Burn CPU for 400ms of wall time: at half a core, user+sys stays
+	// well under the wall time.
+	res := run(t, s, "sh", "-c", "end=$(($(date +%s%N)+400000000)); while [ $(date +%s%N) -lt $end ]; do :; done; cat /proc/self/stat >/dev/null")
+	if res.ExitCode != 0 {
+		t.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+}
+
+func TestDiskQuotaStopsWritesPastTheSize(t *testing.T) {
+	c := newTestClient(t)
+	if !hasPart(c, sandbox.PartDisk) {
+		t.Skip("no mkfs.ext4 or loop devices on this host")
+	}
+	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 16 << 20}}})
+	res := run(t, s, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=64 2>&1; ls -l big")
+	if res.ExitCode == 0 && !strings.Contains(string(res.Stdout), "No space") && !strings.Contains(string(res.Stdout), "File too large") {
+		t.Fatalf("writing 64 MiB into a 16 MiB workspace succeeded: %s", res.Stdout)
+	}
+	ws := s.State().Workspace
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if mounted(ws) {
+		t.Errorf("workspace %s still mounted after Close", ws)
+	}
+}
+
+func TestDiskQuotaOnAnExistingWorkspaceIsRefused(t *testing.T) {
+	c := newTestClient(t)
+	_, err := c.Create(context.Background(), sandbox.Spec{Workspace: t.TempDir(), Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 16 << 20}}})
+	if err == nil || !strings.Contains(err.Error(), string(sandbox.PartDisk)) {
+		t.Fatalf("err = %v, want a refusal naming %s", err, sandbox.PartDisk)
+	}
+}
+
+func hasPart(c *Client, p sandbox.Part) bool {
+	for _, e := range c.Enforces() {
+		if e == p {
+			return true
+		}
+	}
+	return false
+}
