@@ -170,10 +170,6 @@ func (c *Client) admit(spec sandbox.Spec) ([]sandbox.Part, error) {
 	if err != nil {
 		return nil, err
 	}
-	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkHost {
-		// Not a required part, but say it anyway: it is what happens.
-		missing = append(missing, "network (host network shared)")
-	}
 	return missing, nil
 }
 

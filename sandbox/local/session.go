@@ -57,6 +57,8 @@ func (c *Client) open(st sandbox.State, missing []sandbox.Part) (*session, error
 	if s.workdir == "" {
 		s.workdir = sandbox.DefaultWorkdir
 	}
+	// The session timeout counts from when this process opened the
+	// session: a resumed session gets the whole timeout again.
 	if t := st.Spec.Policy.Resources.SessionTimeout; t > 0 {
 		s.deadline = time.AfterFunc(t, s.expire)
 	}

@@ -35,9 +35,16 @@ func parseUser(u string) (identity, error) {
 			return identity{}, sandbox.Errorf(sandbox.ErrInvalid, "local: user %q: want uid[:gid] (numbers)", u)
 		}
 	}
-	if euid := os.Geteuid(); euid != 0 && uid != euid {
-		return identity{}, &sandbox.Error{Op: "local: create", Kind: sandbox.ErrPolicyUnsupported,
-			Err: fmt.Errorf("cannot run commands as user %s: agentbox runs as uid %d, which cannot switch users", u, euid)}
+	if euid := os.Geteuid(); euid != 0 {
+		// Without root the only identity available is our own.
+		if !hasGid {
+			gid = os.Getegid()
+		}
+		if uid != euid || gid != os.Getegid() {
+			return identity{}, &sandbox.Error{Op: "local: create", Kind: sandbox.ErrPolicyUnsupported,
+				Err: fmt.Errorf("cannot run commands as user %s: agentbox runs as %d:%d, which cannot switch users", u, euid, os.Getegid())}
+		}
+		return identity{uid: -1, gid: -1}, nil
 	}
 	return identity{uid: uid, gid: gid, set: true}, nil
 }
