@@ -19,7 +19,9 @@ import (
 // DirSource is a workspace on the host's disk. Every path is resolved one
 // component at a time from a descriptor of the root with O_NOFOLLOW, so a
 // symlink planted or swapped in by the sandboxed agent can neither be
-// followed out of the workspace nor pass for a regular file.
+// followed out of the workspace nor pass for a regular file. (It does not
+// use sandbox/wsfs: the hard-link rule needs st_nlink from the opened
+// descriptor, and files are streamed rather than read whole.)
 type DirSource struct {
 	dir string // resolved through its own symlinks once, at creation
 }

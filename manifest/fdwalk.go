@@ -15,6 +15,11 @@ import (
 // descriptor with O_NOFOLLOW, so that a symlink swapped into a path after
 // validation makes the open fail (ELOOP or ENOTDIR) instead of sending the
 // copy somewhere else. Every descriptor is O_CLOEXEC.
+//
+// sandbox/wsfs confines paths the same way, but works on whole files in
+// memory and replaces destinations atomically; copying trees of any size
+// needs streaming descriptor-to-descriptor copies into files created
+// exclusively (O_EXCL), so materialization walks descriptors itself.
 
 const (
 	dirFlags  = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC

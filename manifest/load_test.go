@@ -1,12 +1,16 @@
 package manifest
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
+	"time"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestLoadReportsBadInputWithLineNumbers(t *testing.T) {
@@ -77,5 +81,24 @@ func TestAnEmptyDocumentIsAnEmptyManifest(t *testing.T) {
 	m, err := ParseYAML([]byte("# nothing\n"))
 	if err != nil || len(m.Entries) != 0 {
 		t.Fatalf("ParseYAML(empty) = %+v, %v", m, err)
+	}
+}
+
+func TestAManifestSurvivesARoundTrip(t *testing.T) {
+	m := mustLoad(t, "testdata/full.yaml")
+	m.Entries["repo"] = Entry{GitRepo: &GitRepo{URL: "https://example.com/r.git", Ref: "main", Timeout: Duration(90 * time.Second)}}
+	j, err := json.Marshal(m)
+	must(t, err)
+	fromJSON, err := ParseJSON(j)
+	must(t, err)
+	if !reflect.DeepEqual(*fromJSON, m) {
+		t.Errorf("JSON round trip changed the manifest:\n%s", j)
+	}
+	y, err := yaml.Marshal(m)
+	must(t, err)
+	fromYAML, err := ParseYAML(y)
+	must(t, err)
+	if !reflect.DeepEqual(*fromYAML, m) {
+		t.Errorf("YAML round trip changed the manifest:\n%s", y)
 	}
 }
