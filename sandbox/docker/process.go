@@ -212,8 +212,11 @@ func (p *process) Kill(ctx context.Context) error {
 	default:
 	}
 	if err := p.s.runHelper(ctx, []string{"/bin/sh", "-c", killerScript, p.tag}); err != nil {
-		p.conn.Close()
-		return sandbox.Wrap("docker: kill process", nil, err)
+		// The killer could not run (the pids limit is exhausted, say, by
+		// the very fork bomb being killed): end the whole session rather
+		// than leave the tree running.
+		p.s.c.log.Warn("docker: could not kill the process tree from inside, killing the session's container", "session", p.s.id, "err", err)
+		p.s.killAll(ctx, "its process tree could not be killed from inside ("+err.Error()+")")
 	}
 	select {
 	case <-p.copied:

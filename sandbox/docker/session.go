@@ -38,6 +38,7 @@ type session struct {
 	snapshot  string
 	closed    bool
 	expired   bool
+	deadWhy   string // set when agentbox killed the whole container
 	oomSeen   int64
 	timer     *time.Timer
 	extraDown func() // releases the egress attachment, if any
@@ -119,12 +120,29 @@ func (s *session) checkAlive(ctx context.Context) error {
 		if st.OOMKilled {
 			why += ", killed by the OOM killer"
 		}
+		if why := s.killedWhy(); why != "" {
+			return sandbox.Wrap("docker: session "+s.id, sandbox.ErrClosed, errors.New("container was killed by agentbox: "+why))
+		}
 		if s.isExpired() {
 			return sandbox.Wrap("docker: session "+s.id, sandbox.ErrTimeout, errors.New(why+" after the session timeout"))
 		}
 		return sandbox.Wrap("docker: session "+s.id, sandbox.ErrClosed, errors.New(why+": stopped or killed outside agentbox"))
 	}
 	return nil
+}
+
+func (s *session) killedWhy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadWhy
+}
+
+// killAll SIGKILLs the container (all of the session's processes).
+func (s *session) killAll(ctx context.Context, why string) {
+	s.mu.Lock()
+	s.deadWhy = why
+	s.mu.Unlock()
+	_, _ = s.c.api.ContainerKill(context.WithoutCancel(ctx), s.containerID, client.ContainerKillOptions{Signal: "KILL"})
 }
 
 func (s *session) isExpired() bool {

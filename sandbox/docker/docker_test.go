@@ -1,0 +1,267 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newSession(t *testing.T, c *Client, spec sandbox.Spec) sandbox.Session {
+	t.Helper()
+	sess, err := c.Create(testCtx(t), spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { _ = sess.Close(context.Background()) })
+	return sess
+}
+
+func run(t *testing.T, sess sandbox.Session, script string) sandbox.ExecResult {
+	t.Helper()
+	res, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	return res
+}
+
+// TestConfinementOfTheDefaultPolicy tries each escape in one default
+// session and wants it refused by the kernel.
+func TestConfinementOfTheDefaultPolicy(t *testing.T) {
+	c := testClient(t)
+	sess := newSession(t, c, sandbox.Spec{})
+	cases := []struct {
+		name, script string
+		wantExit     int // 0 = must succeed, otherwise must fail
+		wantOut      string
+	}{
+		{"the network has only loopback", `cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '`, 0, "lo\n"},
+		{"connecting out is refused", `python3 -c 'import socket; socket.create_connection(("10.1.2.3", 80), timeout=3)'`, 1, ""},
+		{"the image root is read-only", `touch /usr/bin/planted`, 1, ""},
+		{"/etc is read-only", `echo x >> /etc/passwd`, 1, ""},
+		{"/tmp is writable", `touch /tmp/ok && echo ok`, 0, "ok\n"},
+		{"the workspace is writable", `touch ok && echo ok`, 0, "ok\n"},
+		{"commands run as uid 1000", `id -u; id -g`, 0, "1000\n1000\n"},
+		{"no capabilities: chown to root is refused", `touch f && chown 0:0 f`, 1, ""},
+		{"no capabilities at all", `grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status | awk '{print $2}' | sort -u`, 0, "0000000000000000\n"},
+		{"no new privileges", `grep NoNewPrivs /proc/self/status | awk '{print $2}'`, 0, "1\n"},
+		{"seccomp filter is on", `grep '^Seccomp:' /proc/self/status | awk '{print $2}'`, 0, "2\n"},
+		{"ptrace is denied by seccomp", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); r=l.ptrace(0,0,0,0); sys.exit(0 if r==-1 and ctypes.get_errno()==1 else 3)' && echo EPERM`, 0, "EPERM\n"},
+		{"a user namespace cannot be created", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); sys.exit(0 if l.unshare(0x10000000)==-1 else 3)' && echo refused`, 0, "refused\n"},
+		{"host processes are invisible", `ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? "few" : "many"}'`, 0, "few\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, sess, tc.script)
+			if tc.wantExit == 0 && res.ExitCode != 0 || tc.wantExit != 0 && res.ExitCode == 0 {
+				t.Fatalf("exit %d (want %s), stdout %q, stderr %q", res.ExitCode, map[bool]string{true: "0", false: "non-zero"}[tc.wantExit == 0], res.Stdout, res.Stderr)
+			}
+			if tc.wantOut != "" && string(res.Stdout) != tc.wantOut {
+				t.Fatalf("stdout %q, want %q (stderr %q)", res.Stdout, tc.wantOut, res.Stderr)
+			}
+		})
+	}
+}
+
+// TestLimitsAndPathPolicies checks memory, pids, read-only and denied
+// paths in one limited session.
+func TestLimitsAndPathPolicies(t *testing.T) {
+	c := testClient(t)
+	ws := t.TempDir()
+	for _, d := range []string{"in", "secret"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, d, "x"), []byte("data"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess := newSession(t, c, sandbox.Spec{Workspace: ws, Policy: sandbox.Policy{
+		Resources:  sandbox.Resources{MemoryBytes: 64 << 20, Pids: 40, CPUs: 1},
+		Filesystem: sandbox.FilesystemPolicy{ReadOnly: []string{"/workspace/in"}, Deny: []string{"/workspace/secret"}},
+	}})
+	t.Run("memory past the limit is OOM-killed and reported", func(t *testing.T) {
+		res := run(t, sess, `exec python3 -c 'b = bytearray(400 << 20); print(len(b))'`)
+		if !res.OOMKilled || res.ExitCode != 137 {
+			t.Fatalf("exit %d, OOMKilled %v, stderr %q; want 137 and OOMKilled", res.ExitCode, res.OOMKilled, res.Stderr)
+		}
+	})
+	t.Run("processes are bounded by the pids limit", func(t *testing.T) {
+		res := run(t, sess, `exec python3 -c '
+import os, time
+pids = []
+try:
+    for i in range(100):
+        p = os.fork()
+        if p == 0:
+            time.sleep(30)
+            os._exit(0)
+        pids.append(p)
+except OSError:
+    pass
+print(len(pids))
+for p in pids:
+    os.kill(p, 9)
+    os.waitpid(p, 0)
+'`)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+		if n == 0 || n >= 40 {
+			t.Fatalf("%d children forked (stdout %q, stderr %q), want fewer than the limit of 40", n, res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("a read-only workspace path refuses writes", func(t *testing.T) {
+		if res := run(t, sess, `echo y > in/x`); res.ExitCode == 0 {
+			t.Fatal("write to in/x succeeded")
+		}
+		if res := run(t, sess, `cat in/x`); string(res.Stdout) != "data" {
+			t.Fatalf("in/x reads %q", res.Stdout)
+		}
+		if err := sess.WriteFile(testCtx(t), "in/y", []byte("z"), 0o644); err == nil {
+			t.Fatal("WriteFile into the read-only path succeeded")
+		}
+	})
+	t.Run("a denied path is unreadable", func(t *testing.T) {
+		if res := run(t, sess, `cat secret/x`); res.ExitCode == 0 || strings.Contains(string(res.Stdout), "data") {
+			t.Fatalf("cat secret/x: exit %d, stdout %q", res.ExitCode, res.Stdout)
+		}
+		if _, err := sess.ReadFile(testCtx(t), "secret/x"); err == nil {
+			t.Fatal("ReadFile of the denied path succeeded")
+		}
+	})
+}
+
+func TestKillEndsTheWholeProcessTree(t *testing.T) {
+	c := testClient(t)
+	sess := newSession(t, c, sandbox.Spec{})
+	ctx := testCtx(t)
+	p, err := sess.Start(ctx, sandbox.ExecRequest{Cmd: []string{"sh", "-c", `sleep 301 & (sleep 302 &) ; sh -c 'sleep 303' & echo started; wait`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if _, err := p.Stdout().Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Stdin().Close()
+	if err := p.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil || st.ExitCode != 137 || st.Signal != "SIGKILL" {
+		t.Fatalf("wait: %+v, %v; want exit 137 by SIGKILL", st, err)
+	}
+	res := run(t, sess, `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 30[123]' || true`)
+	if strings.TrimSpace(string(res.Stdout)) != "0" {
+		t.Fatalf("%s sleeps survived the kill", strings.TrimSpace(string(res.Stdout)))
+	}
+}
+
+func TestAContainerKilledFromOutsideGivesAClearError(t *testing.T) {
+	c := testClient(t)
+	sess := newSession(t, c, sandbox.Spec{})
+	cid := sess.State().Handles[handleContainer]
+	if _, err := c.api.ContainerKill(testCtx(t), cid, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	_, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"true"}})
+	if !errors.Is(err, sandbox.ErrClosed) || !strings.Contains(err.Error(), "outside agentbox") {
+		t.Fatalf("exec after an outside kill: %v; want ErrClosed saying it was killed outside agentbox", err)
+	}
+}
+
+func TestBadInputIsRefusedClearly(t *testing.T) {
+	c := testClient(t)
+	cases := []struct {
+		name string
+		spec sandbox.Spec
+		kind error
+		says string
+	}{
+		{"a missing image is not found and never pulled", sandbox.Spec{Image: "agentbox/no-such-image:0"}, sandbox.ErrNotFound, "never pulls"},
+		{"a disk quota is refused naming the storage driver", sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 1 << 30}}}, sandbox.ErrPolicyUnsupported, "storage driver"},
+		{"an egress allow-list is refused by name", sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"example.com"}}}}, sandbox.ErrPolicyUnsupported, "network.allowlist"},
+		{"a non-numeric user is invalid", sandbox.Spec{User: "agent"}, sandbox.ErrInvalid, "uid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sess, err := c.Create(testCtx(t), tc.spec)
+			if err == nil {
+				sess.Close(context.Background())
+				t.Fatal("create succeeded")
+			}
+			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err = %v; want %v saying %q", err, tc.kind, tc.says)
+			}
+		})
+	}
+}
+
+func TestAnEngineThatDoesNotAnswerIsUnavailableNamingDockerHost(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	_, err := New(Options{})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "DOCKER_HOST=unix://") {
+		t.Fatalf("err = %v; want ErrUnavailable naming DOCKER_HOST", err)
+	}
+}
+
+func TestGCReapsOrphansAndSparesLiveSessions(t *testing.T) {
+	c := testClient(t)
+	live := newSession(t, c, sandbox.Spec{})
+	// An orphan: labelled as made by a process that has exited.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{Image: BaseImage, Cmd: initCmd, Labels: map[string]string{
+			labelSession: "dk-orphan-test", labelOwnerPID: strconv.Itoa(dead.Process.Pid), labelOwnerHost: hostname(),
+		}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.removeContainer(context.Background(), created.ID) })
+	if _, err := c.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reaped, err := c.GC(ctx, GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotOrphan bool
+	for _, r := range reaped {
+		if r.Session == live.ID() {
+			t.Errorf("gc reaped the live session %s: %s", r.Session, r.Reason)
+		}
+		gotOrphan = gotOrphan || r.Session == "dk-orphan-test"
+	}
+	if !gotOrphan {
+		t.Fatalf("gc did not reap the orphan (reaped %+v)", reaped)
+	}
+	if _, err := c.api.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil {
+		t.Fatal("the orphan container still exists")
+	}
+	if res := run(t, live, "echo alive"); string(res.Stdout) != "alive\n" {
+		t.Fatalf("live session after gc: %q", res.Stdout)
+	}
+}
