@@ -3,11 +3,11 @@ package manifest
 import (
 	"encoding/json"
 	"errors"
-	"reflect"
-	"time"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"go.yaml.in/yaml/v3"
