@@ -156,7 +156,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	}
 	pid, report, err := c.startInit(ctx, dir, cfg, g, trackDir)
 	if pid > 0 {
-		u.push(func() { killInit(pid, dir) })
+		u.push(func() { killInit(pid) })
 	}
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
@@ -373,12 +373,12 @@ func initLogTail(dir string) string {
 
 // killInit ends an init and with it its pid namespace, and waits a little
 // for it to be gone.
-func killInit(pid int, dir string) {
-	if !initAlive(pid, dir) {
+func killInit(pid int) {
+	if !initAlive(pid) {
 		return
 	}
 	_ = unix.Kill(pid, unix.SIGKILL)
-	for i := 0; i < 200 && initAlive(pid, dir); i++ {
+	for i := 0; i < 200 && initAlive(pid); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -387,7 +387,7 @@ func killInit(pid int, dir string) {
 // recycled pid): its root is the session's root mount point... which
 // cannot be checked across namespaces, so the check is its argv[0] and
 // that it is not a zombie.
-func initAlive(pid int, dir string) bool {
+func initAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
@@ -402,6 +402,5 @@ func initAlive(pid int, dir string) bool {
 	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
 		return false
 	}
-	_ = dir
 	return true
 }

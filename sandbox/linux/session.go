@@ -184,7 +184,7 @@ func (s *session) fsRoot(op string) (*wsfs.Root, error) {
 		return s.root, nil
 	}
 	dir := filepath.Join("/proc", strconv.Itoa(s.initPid()), "root", s.workdir())
-	if !initAlive(s.initPid(), s.dir()) {
+	if !initAlive(s.initPid()) {
 		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s is not running", s.st.ID))
 	}
 	r, err := wsfs.Open(dir)
@@ -274,7 +274,7 @@ func (s *session) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 	s.stopEgress()
 	shutdownInit(s.socket())
-	killInit(s.initPid(), s.dir())
+	killInit(s.initPid())
 	if err := s.g.Remove(); err != nil {
 		return sandbox.Wrap("linux: stop", nil, err)
 	}

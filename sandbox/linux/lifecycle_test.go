@@ -1,0 +1,201 @@
+package linux
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+)
+
+func TestResumeFromAnotherClientReattachesToTheLiveInit(t *testing.T) {
+	c1 := newTestClient(t)
+	s1, err := c1.Create(context.Background(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close(context.Background())
+	run(t, s1, "sh", "-c", "echo kept > /tmp/marker")
+	st, err := sandbox.UnmarshalState(mustMarshal(t, s1.State()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := New(Options{StateDir: c1.opts.StateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c2.Resume(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.ID() != s1.ID() {
+		t.Errorf("resumed id %s, want the live session %s", s2.ID(), s1.ID())
+	}
+	// /tmp lives in the init's namespace: seeing it proves the reattach.
+	res := run(t, s2, "cat", "/tmp/marker")
+	if string(res.Stdout) != "kept\n" {
+		t.Errorf("cat /tmp/marker = %q, want the live session's file", res.Stdout)
+	}
+	if err := s2.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err == nil {
+		t.Errorf("exec in a session closed by another client succeeded")
+	}
+}
+
+func TestResumeOfAStoppedSessionRebuildsItOnItsWorkspace(t *testing.T) {
+	c := newTestClient(t)
+	s, err := c.Create(context.Background(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFile(context.Background(), "note.txt", []byte("survives\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := s.State()
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c.Resume(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(context.Background())
+	res := run(t, s2, "cat", "note.txt")
+	if string(res.Stdout) != "survives\n" {
+		t.Errorf("cat note.txt = %q after the rebuild", res.Stdout)
+	}
+	if err := s2.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(st.Workspace); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the adopted workspace %s was not removed on Close: %v", st.Workspace, err)
+	}
+}
+
+func TestFailedCreateLeavesNothingBehind(t *testing.T) {
+	c := newTestClient(t)
+	cases := []struct {
+		name string
+		spec sandbox.Spec
+	}{
+		{"a missing workspace", sandbox.Spec{Workspace: "/nonexistent/agentbox-ws"}},
+		{"a mount outside the layout", sandbox.Spec{Mounts: []sandbox.Mount{{Source: "/usr", Target: "/etc/x"}}}},
+		{"a missing mount source", sandbox.Spec{Mounts: []sandbox.Mount{{Source: "/nonexistent/src", Target: "/mnt/x"}}}},
+		{"conflicting network policies", sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkNone, Allow: []string{"example.com"}}}}},
+		{"host network without allow-weaker", sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}}}},
+		// These fail inside the init, after the cgroup, workspace and
+		// init exist: all of it must go.
+		{"a read-only path that does not exist", sandbox.Spec{Policy: sandbox.Policy{Filesystem: sandbox.FilesystemPolicy{ReadOnly: []string{"/workspace/missing"}}}}},
+		{"a read-only path with memory limits", sandbox.Spec{Policy: sandbox.Policy{
+			Resources:  sandbox.Resources{MemoryBytes: 64 << 20, Pids: 64, CPUs: 1},
+			Filesystem: sandbox.FilesystemPolicy{ReadOnly: []string{"/workspace/missing"}}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := agentboxGroups(t, c)
+			_, err := c.Create(context.Background(), tc.spec)
+			if err == nil {
+				t.Fatal("create succeeded")
+			}
+			entries, _ := os.ReadDir(c.opts.StateDir)
+			if len(entries) > 0 {
+				t.Errorf("state directory not empty after a failed create: %v", names(entries))
+			}
+			if after := agentboxGroups(t, c); after != before {
+				t.Errorf("cgroups left behind: before %d, after %d", before, after)
+			}
+			for _, line := range strings.Split(readFile("/proc/self/mountinfo"), "\n") {
+				if strings.Contains(line, c.opts.StateDir) {
+					t.Errorf("mount left behind: %s", line)
+				}
+			}
+		})
+	}
+}
+
+func TestCloseIsIdempotentAndRemovesEverything(t *testing.T) {
+	c := newTestClient(t)
+	s, err := c.Create(context.Background(), sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{MemoryBytes: 64 << 20, Pids: 64}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.State()
+	pid := s.(*session).initPid()
+	for i := 0; i < 2; i++ {
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatalf("close #%d: %v", i+1, err)
+		}
+	}
+	if initAlive(pid) {
+		t.Errorf("init %d still alive after Close", pid)
+	}
+	for _, p := range []string{st.Handles["state_dir"], st.Workspace} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists after Close", p)
+		}
+	}
+	g := c.cg.Open(st.ID)
+	for _, h := range []string{"v2", cgroups.Memory, cgroups.Pids, cgroups.CPU} {
+		if d := g.Dir(h); d != "" {
+			if _, err := os.Stat(d); err == nil {
+				t.Errorf("cgroup %s still exists after Close", d)
+			}
+		}
+	}
+	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Errorf("exec after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Delete(context.Background(), st); err != nil {
+		t.Errorf("delete of a closed session: %v", err)
+	}
+}
+
+// agentboxGroups counts the session groups under every hierarchy.
+func agentboxGroups(t *testing.T, c *Client) int {
+	t.Helper()
+	n := 0
+	roots := []string{c.cg.V2}
+	for _, m := range c.cg.V1 {
+		roots = append(roots, m)
+	}
+	for _, r := range roots {
+		if r == "" {
+			continue
+		}
+		entries, _ := os.ReadDir(filepath.Join(r, cgroups.Base))
+		for _, e := range entries {
+			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func names(es []os.DirEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func mustMarshal(t *testing.T, st sandbox.State) []byte {
+	t.Helper()
+	b, err := sandbox.MarshalState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
