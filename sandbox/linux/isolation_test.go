@@ -137,4 +137,3 @@ func TestNetworkNoneHasOnlyLoopback(t *testing.T) {
 		}
 	}
 }
-
