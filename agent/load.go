@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -267,18 +268,29 @@ func parseCapabilities(nodes []yaml.Node, dir string) ([]Capability, error) {
 	return caps, nil
 }
 
-// decodeOpts decodes a capability's options strictly.
+// decodeOpts decodes a capability's options strictly: a key that is not
+// one of v's yaml tags is an error naming the known ones and its line.
 func decodeOpts(opts *yaml.Node, v any) error {
 	if opts == nil || opts.Kind == yaml.ScalarNode && opts.Value == "" {
 		return nil
 	}
-	raw, err := yaml.Marshal(opts)
-	if err != nil {
-		return err
+	if opts.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: options must be a mapping", opts.Line)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+	known := map[string]bool{}
+	var names []string
+	rt := reflect.TypeOf(v).Elem()
+	for i := range rt.NumField() {
+		tag, _, _ := strings.Cut(rt.Field(i).Tag.Get("yaml"), ",")
+		known[tag] = true
+		names = append(names, tag)
+	}
+	for i := 0; i+1 < len(opts.Content); i += 2 {
+		if k := opts.Content[i]; !known[k.Value] {
+			return fmt.Errorf("line %d: unknown option %q (known: %s)", k.Line, k.Value, strings.Join(names, ", "))
+		}
+	}
+	if err := opts.Decode(v); err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	return nil
