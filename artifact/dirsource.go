@@ -76,20 +76,20 @@ func (d *DirSource) Describe() string { return "dir:" + d.dir }
 func (d *DirSource) Where(rel string) string { return filepath.Join(d.dir, filepath.FromSlash(rel)) }
 
 // List implements Source.
-func (d *DirSource) List(ctx context.Context) ([]Entry, error) {
+func (d *DirSource) List(ctx context.Context, descend func(string) bool) ([]Entry, error) {
 	root, err := openDir(d.dir)
 	if err != nil {
 		return nil, sandbox.Wrap("artifact: list "+d.dir, nil, err)
 	}
 	defer unix.Close(root)
 	var out []Entry
-	if err := d.walk(ctx, root, "", &out); err != nil {
+	if err := d.walk(ctx, root, "", descend, &out); err != nil {
 		return nil, sandbox.Wrap("artifact: list "+d.dir, nil, err)
 	}
 	return out, nil
 }
 
-func (d *DirSource) walk(ctx context.Context, dir int, rel string, out *[]Entry) error {
+func (d *DirSource) walk(ctx context.Context, dir int, rel string, descend func(string) bool, out *[]Entry) error {
 	names, err := dirNames(dir)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", rel, err)
@@ -111,12 +111,12 @@ func (d *DirSource) walk(ctx context.Context, dir int, rel string, out *[]Entry)
 			e.Target, _ = readlinkAt(dir, n)
 		}
 		*out = append(*out, e)
-		if e.Mode.IsDir() {
+		if e.Mode.IsDir() && (descend == nil || descend(r)) {
 			sub, err := unix.Openat(dir, n, dirFlags, 0)
 			if err != nil {
 				return fmt.Errorf("open %s without following links: %w", r, err)
 			}
-			err = d.walk(ctx, sub, r, out)
+			err = d.walk(ctx, sub, r, descend, out)
 			unix.Close(sub)
 			if err != nil {
 				return err

@@ -262,8 +262,8 @@ type swapSource struct {
 	swap func()
 }
 
-func (s swapSource) List(ctx context.Context) ([]Entry, error) {
-	e, err := s.DirSource.List(ctx)
+func (s swapSource) List(ctx context.Context, descend func(string) bool) ([]Entry, error) {
+	e, err := s.DirSource.List(ctx, descend)
 	s.swap()
 	return e, err
 }

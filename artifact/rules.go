@@ -219,6 +219,18 @@ func compileSchema(file string) (*jsonschema.Schema, error) {
 	return c.Compile(abs)
 }
 
+// mayContain reports whether some output's glob could match a path below
+// the workspace directory dir.
+func (r *Rules) mayContain(dir string) bool {
+	parts := strings.Split(dir, "/")
+	for i := range r.Outputs {
+		if g := r.Outputs[i].glob; g != nil && g.mayContain(parts) {
+			return true
+		}
+	}
+	return false
+}
+
 // glob is a compiled Output.Glob.
 type glob struct{ parts []string }
 
@@ -251,6 +263,25 @@ func compileGlob(p string) (*glob, error) {
 
 // match reports whether the slash-separated relative path p matches.
 func (g *glob) match(p string) bool { return matchParts(g.parts, strings.Split(p, "/")) }
+
+// mayContain reports whether a path below the directory dir (split in
+// components) could match.
+func (g *glob) mayContain(dir []string) bool {
+	pat := g.parts
+	for _, d := range dir {
+		if len(pat) == 0 {
+			return false
+		}
+		if pat[0] == "**" {
+			return true
+		}
+		if ok, _ := path.Match(pat[0], d); !ok {
+			return false
+		}
+		pat = pat[1:]
+	}
+	return len(pat) > 0
+}
 
 func matchParts(pat, name []string) bool {
 	for len(pat) > 0 {

@@ -101,3 +101,27 @@ func TestGlobMatches(t *testing.T) {
 		}
 	}
 }
+
+func TestGlobPrunesDirectoriesItCannotMatch(t *testing.T) {
+	tests := []struct {
+		glob, dir string
+		want      bool
+	}{
+		{"out/*.md", "out", true},
+		{"out/*.md", "data", false},
+		{"out/*.md", "out/sub", false},
+		{"out/**/*.md", "out/a/b", true},
+		{"**/*.md", "anything", true},
+		{"o*/x/*.csv", "outputs/x", true},
+		{"o*/x/*.csv", "outputs/y", false},
+	}
+	for _, tt := range tests {
+		g, err := compileGlob(tt.glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.mayContain(strings.Split(tt.dir, "/")); got != tt.want {
+			t.Errorf("%q may match below %q = %v, want %v", tt.glob, tt.dir, got, tt.want)
+		}
+	}
+}

@@ -41,9 +41,9 @@ func (s *SessionSource) Where(rel string) string { return s.root + "/" + rel }
 const statBatch = 200
 
 // List implements Source.
-func (s *SessionSource) List(ctx context.Context) ([]Entry, error) {
+func (s *SessionSource) List(ctx context.Context, descend func(string) bool) ([]Entry, error) {
 	var out []Entry
-	if err := s.walk(ctx, "", &out); err != nil {
+	if err := s.walk(ctx, "", descend, &out); err != nil {
 		return nil, err
 	}
 	var files []int
@@ -59,7 +59,7 @@ func (s *SessionSource) List(ctx context.Context) ([]Entry, error) {
 	return out, nil
 }
 
-func (s *SessionSource) walk(ctx context.Context, rel string, out *[]Entry) error {
+func (s *SessionSource) walk(ctx context.Context, rel string, descend func(string) bool, out *[]Entry) error {
 	p := s.root
 	if rel != "" {
 		p = s.root + "/" + rel
@@ -75,8 +75,8 @@ func (s *SessionSource) walk(ctx context.Context, rel string, out *[]Entry) erro
 			e.Mode |= fs.ModeDir // in case a backend only set IsDir
 		}
 		*out = append(*out, e)
-		if e.Mode.IsDir() {
-			if err := s.walk(ctx, r, out); err != nil {
+		if e.Mode.IsDir() && (descend == nil || descend(r)) {
+			if err := s.walk(ctx, r, descend, out); err != nil {
 				return err
 			}
 		}

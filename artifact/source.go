@@ -10,8 +10,10 @@ import (
 // live sandbox session (SessionSource).
 type Source interface {
 	// List walks the workspace without following links and returns every
-	// entry below its root, paths slash-separated and relative.
-	List(ctx context.Context) ([]Entry, error)
+	// entry below its root, paths slash-separated and relative. It
+	// descends into a directory only when descend(dir) is true (nil:
+	// always), so that large inputs no rule can match are not walked.
+	List(ctx context.Context, descend func(dir string) bool) ([]Entry, error)
 	// Open opens the regular file at rel for reading, refusing links and
 	// anything that is not (or no longer is) a regular file; the Entry is
 	// taken from the opened file where the source can.

@@ -93,6 +93,17 @@ func (m *Manifest) Materialize(ctx context.Context, dir string, opts Materialize
 	return out, nil
 }
 
+// RunAsIDs are the uid and gid of the run_as user; ok is false when
+// run_as is unset or names no user. Callers pass them as
+// MaterializeOptions.UID/GID so the workspace belongs to that user.
+func (m *Manifest) RunAsIDs() (uid, gid int, ok bool) {
+	u, found := m.user(m.RunAs)
+	if m.RunAs == "" || !found {
+		return -1, -1, false
+	}
+	return u.UID, u.GID, true
+}
+
 // runAsUser is run_as as "uid:gid", "" when unset.
 func (m *Manifest) runAsUser() string {
 	u, ok := m.user(m.RunAs)

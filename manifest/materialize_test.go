@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -230,6 +231,13 @@ func TestMaterializeClonesAGitRepo(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a clone past its timeout fails as a timeout", func(t *testing.T) {
+		m := Manifest{Entries: map[string]Entry{"r": {GitRepo: &GitRepo{URL: "repo.git", Timeout: Duration(time.Nanosecond)}}}}
+		_, err := m.Materialize(context.Background(), t.TempDir(), MaterializeOptions{Base: f.base, UID: -1, GID: -1})
+		if !errors.Is(err, sandbox.ErrTimeout) {
+			t.Fatalf("Materialize = %v, want ErrTimeout", err)
+		}
+	})
 	t.Run("a missing ref fails and leaves nothing", func(t *testing.T) {
 		m := Manifest{Entries: map[string]Entry{"r": {GitRepo: &GitRepo{URL: "repo.git", Ref: "no-such-branch"}}}}
 		ws := t.TempDir()
