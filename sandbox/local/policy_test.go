@@ -339,3 +339,32 @@ func TestWorkdirMapping(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeoutReturnsEvenWhenAGrandchildEscapesTheGroup documents the
+// limit of this backend: a setsid'ed grandchild survives the kill, but it
+// cannot hold Exec hostage through the output pipes it inherited.
+func TestTimeoutReturnsEvenWhenAGrandchildEscapesTheGroup(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("setsid(1) is not installed")
+	}
+	h := newHarness(t)
+	s := h.create(t, weaker(sandbox.Spec{Workspace: t.TempDir()}))
+	start := time.Now()
+	res, err := s.Exec(context.Background(), sandbox.ExecRequest{
+		Cmd:     []string{"sh", "-c", "setsid sleep 30 & echo $! > escaped.pid; echo before; sleep 30"},
+		Timeout: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %+v after %v", res.ExitStatus, time.Since(start))
+	}
+	if string(res.Stdout) != "before\n" {
+		t.Errorf("output before the kill was lost: %q", res.Stdout)
+	}
+	b, _ := s.ReadFile(context.Background(), "escaped.pid")
+	if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+		syscall.Kill(pid, syscall.SIGKILL) // clean up the escapee
+	}
+}

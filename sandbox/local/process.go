@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -37,6 +38,9 @@ type process struct {
 	files  []*os.File
 
 	done          chan struct{} // closed when the leader is reaped
+	streams       sync.WaitGroup
+	drained       chan struct{} // closed when every output stream ended
+	killOnce      sync.Once
 	status        sandbox.ExitStatus
 	waitErr       error
 	sessionKilled atomic.Bool
@@ -122,7 +126,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 	if s.who.set {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(s.who.uid), Gid: uint32(s.who.gid), Groups: []uint32{}}
 	}
-	p := &process{s: s, cmd: cmd, done: make(chan struct{})}
+	p := &process{s: s, cmd: cmd, done: make(chan struct{}), drained: make(chan struct{})}
 	var childEnds []*os.File
 	if req.TTY {
 		childEnds, err = p.setupTTY(req)
@@ -165,6 +169,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 		return nil, sandbox.Wrap("local: exec "+req.Cmd[0], kind, err)
 	}
 	go p.reap()
+	go func() { p.streams.Wait(); close(p.drained) }()
 	return p, nil
 }
 
@@ -191,8 +196,8 @@ func (p *process) setupPipes() ([]*os.File, error) {
 	p.files = append(p.files, errR)
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = inR, outW, errW
 	p.stdin = inW
-	p.stdout = &eofCloser{f: outR}
-	p.stderr = &eofCloser{f: errR}
+	p.stdout = p.newStream(outR)
+	p.stderr = p.newStream(errR)
 	return []*os.File{inR, outW, errW}, nil
 }
 
@@ -227,7 +232,7 @@ func (p *process) setupTTY(req sandbox.ExecRequest) ([]*os.File, error) {
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = tty, tty, tty
 	p.tty = ptmx
 	p.stdin = &ttyStdin{f: ptmx}
-	p.stdout = &eofCloser{f: ptmx}
+	p.stdout = p.newStream(ptmx)
 	p.stderr = strings.NewReader("")
 	return []*os.File{tty}, nil
 }
@@ -266,8 +271,35 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 }
 
 // Kill sends SIGKILL to the command's process group: the command and every
-// process it started that did not leave the group.
-func (p *process) Kill(ctx context.Context) error { return p.killGroup() }
+// process it started that did not leave the group. A process that left the
+// group (setsid) survives; so that it cannot hold the output streams open
+// forever, they are closed killGrace after the kill if still open.
+func (p *process) Kill(ctx context.Context) error {
+	err := p.killGroup()
+	p.killOnce.Do(func() {
+		go func() {
+			t := time.NewTimer(killGrace)
+			defer t.Stop()
+			select {
+			case <-p.drained:
+			case <-t.C:
+				p.release()
+			}
+		}()
+	})
+	return err
+}
+
+// killGrace is how long the streams may keep delivering buffered output
+// after a kill.
+const killGrace = 500 * time.Millisecond
+
+// newStream wraps a parent-side output stream; drained closes when every
+// stream has reached its end.
+func (p *process) newStream(f *os.File) io.Reader {
+	p.streams.Add(1)
+	return &eofCloser{f: f, done: p.streams.Done}
+}
 
 func (p *process) killGroup() error {
 	if err := unix.Kill(-p.pgid, unix.SIGKILL); err != nil && err != unix.ESRCH {
@@ -298,13 +330,14 @@ func (p *process) release() {
 // terminal side is gone is the end of stream.
 type eofCloser struct {
 	f    *os.File
+	done func()
 	once sync.Once
 }
 
 func (r *eofCloser) Read(b []byte) (int, error) {
 	n, err := r.f.Read(b)
 	if err != nil {
-		r.once.Do(func() { r.f.Close() })
+		r.once.Do(func() { r.f.Close(); r.done() })
 		if errors.Is(err, syscall.EIO) || errors.Is(err, os.ErrClosed) {
 			err = io.EOF
 		}
