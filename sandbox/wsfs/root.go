@@ -12,6 +12,11 @@
 // openat2 (before 5.6) a component-by-component walk with O_NOFOLLOW
 // resolves symlinks itself, clamped at the root, holding a descriptor for
 // every directory so that ".." never reaches the kernel.
+//
+// The root is the workspace, not the sandbox's "/": an absolute link
+// /workspace/x inside the workspace resolves to <root>/workspace/x (usually
+// not found), never to a file outside the root. Mounts inside the root are
+// crossed as they are.
 package wsfs
 
 import (
