@@ -410,3 +410,37 @@ func TestRacingSymlinkSwapNeverReadsTheHost(t *testing.T) {
 		t.Logf("%d reads, %d inside, none reached the host", reads, inside)
 	})
 }
+
+func TestConcurrentUseAndCloseAreSafe(t *testing.T) {
+	fx := newFixture(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 50 {
+				name := filepath.Join("c", strings.Repeat("x", i+1), "f")
+				err := fx.r.WriteFile(name, []byte{byte(j)}, 0o644, -1, -1)
+				if err == nil {
+					_, err = fx.r.ReadFile(name, 0)
+				}
+				if err == nil {
+					_, err = fx.r.ListDir("c")
+				}
+				if err != nil && !errors.Is(err, sandbox.ErrClosed) {
+					errs <- err
+					return
+				}
+				if j == 25 && i == 0 {
+					fx.r.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent use: %v", err)
+	}
+}
