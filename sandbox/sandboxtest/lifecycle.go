@@ -12,6 +12,7 @@ func lifecycleTests() []testCase {
 	return []testCase{
 		{name: "Close is idempotent and a closed session refuses exec", run: testClose},
 		{name: "State round-trips and Resume sees the same files", needs: CapResume, run: testResume},
+		{name: "Delete removes an owned workspace and deleting twice is not an error", run: testDelete},
 		{name: "a snapshot seeds a new session and rebuilds a lost workspace", run: testSnapshot},
 	}
 }
@@ -146,5 +147,31 @@ func checkSnapshotFiles(t *testing.T, sess sandbox.Session) {
 	list, err := sess.ListDir(cx, "snap")
 	if err != nil || len(list) != 1 || list[0].Mode.Perm() != 0o640 {
 		t.Fatalf("ListDir(snap) = %+v, %v; want data.txt with mode 0640", list, err)
+	}
+}
+
+func testDelete(t *testing.T, s *suite) {
+	c := s.client(t)
+	cx := ctx(t)
+	sess, err := c.Create(cx, s.spec(t, func(sp *sandbox.Spec) { sp.Workspace = "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, sess)
+	shOK(t, sess, "echo x > f")
+	st := sess.State()
+	if err := c.Delete(cx, st); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if st.OwnsWorkspace && st.Workspace != "" {
+		if _, err := os.Stat(st.Workspace); err == nil {
+			t.Errorf("Delete left the owned workspace %s", st.Workspace)
+		}
+	}
+	if err := c.Delete(cx, st); err != nil {
+		t.Fatalf("deleting what is already gone: %v", err)
+	}
+	if err := s.client(t).Delete(cx, st); err != nil {
+		t.Fatalf("deleting what is already gone, from another client: %v", err)
 	}
 }
