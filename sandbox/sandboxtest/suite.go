@@ -112,6 +112,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, fileTests()...)
 	all = append(all, ptyTests()...)
 	all = append(all, lifecycleTests()...)
+	all = append(all, policyTests()...)
 	return all
 }
 
