@@ -31,7 +31,9 @@
 // uses SECCOMP_FILTER_FLAG_TSYNC so that every thread of the (Go) calling
 // process gets the filter, not just the calling one. After Install the
 // caller cannot itself create namespaces or use clone3 (it returns ENOSYS),
-// so do all namespace set-up before.
+// so do all namespace set-up before. In Go that includes os/exec with
+// SysProcAttr.UseCgroupFD (or CLONE_NEWTIME), which uses clone3 without a
+// fallback; plain os/exec keeps working (it uses clone).
 //
 // Filter returns the program for inspection and tests; Denied lists what
 // is blocked, for documentation and --help. Only linux/amd64 and
