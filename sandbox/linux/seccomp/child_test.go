@@ -4,6 +4,7 @@ package seccomp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,6 +77,8 @@ func childMain(mode string, args []string) int {
 		return 0
 	case "threads":
 		return childThreads()
+	case "attacks":
+		return childAttacks()
 	}
 	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 	return 2
@@ -118,6 +122,72 @@ func childThreads() int {
 	wg.Wait()
 	fmt.Println("threads filtered:", len(tasks))
 	return 0
+}
+
+// childAttacks tries attacks on real targets and prints name=errno lines:
+// ptrace-attaching a sibling process and pushing a byte into a real
+// terminal's input with TIOCSTI.
+func childAttacks() int {
+	victim := exec.Command("sleep", "10")
+	if err := victim.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start victim:", err)
+		return 8
+	}
+	defer func() { _ = victim.Process.Kill(); _ = victim.Wait() }()
+	err := unix.PtraceAttach(victim.Process.Pid)
+	fmt.Printf("ptrace-attach=%d\n", errnoOf(err))
+
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open ptmx:", err)
+		return 8
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "unlock pty:", err)
+		return 8
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pty number:", err)
+		return 8
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open pts:", err)
+		return 8
+	}
+	defer tty.Close()
+	c := byte('x')
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, tty.Fd(), unix.TIOCSTI, uintptr(unsafe.Pointer(&c)))
+	fmt.Printf("tiocsti=%d\n", int(errno))
+	return 0
+}
+
+func errnoOf(err error) int {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return int(errno)
+	}
+	return 0
+}
+
+// childExit runs the test binary in mode with the filter and returns its
+// combined output and exit code, for programs expected to fail.
+func childExit(t *testing.T, mode string, args ...string) (string, int) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, childFilterEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("child %s %v: %v", mode, args, err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
 }
 
 // child runs the test binary in mode with or without the filter and
