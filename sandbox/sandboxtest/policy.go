@@ -53,7 +53,7 @@ func testRefusesUnenforcedParts(t *testing.T, s *suite) {
 			continue
 		}
 		tried++
-		t.Run(string(r.part)+" is refused without allow-weaker", func(t *testing.T) {
+		t.Run(string(r.part)+" is refused without allow-weaker and runs with it", func(t *testing.T) {
 			spec := s.spec(t, func(sp *sandbox.Spec) {
 				r.set(&sp.Policy)
 				sp.AllowWeaker = false
@@ -66,6 +66,15 @@ func testRefusesUnenforcedParts(t *testing.T, s *suite) {
 			if !errors.Is(err, sandbox.ErrPolicyUnsupported) || !strings.Contains(err.Error(), string(r.part)) {
 				t.Fatalf("err = %v, want ErrPolicyUnsupported naming %s", err, r.part)
 			}
+			// With allow-weaker the same spec runs (the weakening is the
+			// backend's to log).
+			spec.AllowWeaker = true
+			sess, err = c.Create(ctx(t), spec)
+			if err != nil {
+				t.Fatalf("with allow-weaker: %v", err)
+			}
+			closeAtEnd(t, sess)
+			shOK(t, sess, "true")
 		})
 	}
 	if tried == 0 {
