@@ -17,10 +17,11 @@ import (
 // returned. Symlinks are followed inside the root only.
 func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 	const op = "wsfs: read"
-	rel, err := cleanRel(rel)
+	clean, err := cleanRel(rel)
 	if err != nil {
 		return nil, mapErr(op, rel, err)
 	}
+	rel = clean
 	root, release, err := r.hold("read")
 	if err != nil {
 		return nil, err
@@ -63,10 +64,11 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 // the root.
 func (r *Root) Stat(rel string) (sandbox.FileInfo, error) {
 	const op = "wsfs: stat"
-	rel, err := cleanRel(rel)
+	clean, err := cleanRel(rel)
 	if err != nil {
 		return sandbox.FileInfo{}, mapErr(op, rel, err)
 	}
+	rel = clean
 	root, release, err := r.hold("stat")
 	if err != nil {
 		return sandbox.FileInfo{}, err
@@ -92,10 +94,11 @@ func (r *Root) Stat(rel string) (sandbox.FileInfo, error) {
 // entries' symlinks (their targets are reported).
 func (r *Root) ListDir(rel string) ([]sandbox.FileInfo, error) {
 	const op = "wsfs: list"
-	rel, err := cleanRel(rel)
+	clean, err := cleanRel(rel)
 	if err != nil {
 		return nil, mapErr(op, rel, err)
 	}
+	rel = clean
 	root, release, err := r.hold("list")
 	if err != nil {
 		return nil, err

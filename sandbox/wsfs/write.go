@@ -20,10 +20,11 @@ import (
 // link, and a link swapped in after the check is replaced, not followed.
 func (r *Root) WriteFile(rel string, data []byte, mode fs.FileMode, uid, gid int) error {
 	const op = "wsfs: write"
-	rel, err := cleanRel(rel)
+	clean, err := cleanRel(rel)
 	if err != nil {
 		return mapErr(op, rel, err)
 	}
+	rel = clean
 	if rel == "." {
 		return sandbox.Wrap(op+" "+rel, sandbox.ErrInvalid, fmt.Errorf("cannot write the root directory as a file"))
 	}
@@ -93,10 +94,11 @@ func (r *Root) WriteFile(rel string, data []byte, mode fs.FileMode, uid, gid int
 // they are; symlinks along the way are followed inside the root.
 func (r *Root) MkdirAll(rel string, mode fs.FileMode, uid, gid int) error {
 	const op = "wsfs: mkdir"
-	rel, err := cleanRel(rel)
+	clean, err := cleanRel(rel)
 	if err != nil {
 		return mapErr(op, rel, err)
 	}
+	rel = clean
 	root, release, err := r.hold("mkdir")
 	if err != nil {
 		return err
@@ -152,10 +154,11 @@ func (r *Root) mkdirAll(root int, rel string, perm uint32, uid, gid int) (int, e
 // Remove removes the file, symlink (not its target) or empty directory rel.
 func (r *Root) Remove(rel string) error {
 	const op = "wsfs: remove"
-	rel, err := cleanRel(rel)
+	clean, err := cleanRel(rel)
 	if err != nil {
 		return mapErr(op, rel, err)
 	}
+	rel = clean
 	root, release, err := r.hold("remove")
 	if err != nil {
 		return err
