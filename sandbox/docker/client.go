@@ -55,6 +55,7 @@ type engineInfo struct {
 	pidsLimit     bool
 	cpuCFS        bool
 	internalNet   bool // bridge driver present, so an --internal network can be made
+	local         bool // the engine listens on a unix socket of this host
 }
 
 // New connects to the Docker Engine (DOCKER_HOST, or Options.Host),
@@ -129,6 +130,7 @@ func (c *Client) detect(ctx context.Context) error {
 		}
 	}
 	e.internalNet = slices.Contains(info.Plugins.Network, "bridge")
+	e.local = strings.HasPrefix(c.api.DaemonHost(), "unix://")
 	c.engine = e
 	c.log.Debug("docker engine", "host", c.host, "version", e.version, "api", c.api.ClientVersion(), "storage", e.storageDriver, "seccomp", e.seccomp)
 	return nil
@@ -198,7 +200,7 @@ func (c *Client) Enforces() []sandbox.Part {
 	if e.cpuCFS {
 		parts = append(parts, sandbox.PartCPU)
 	}
-	if e.internalNet && egressAvailable {
+	if c.egressSupport() == "" {
 		parts = append(parts, sandbox.PartNetworkAllowList)
 	}
 	return parts

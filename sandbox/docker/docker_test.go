@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,7 +199,6 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	}{
 		{"a missing image is not found and never pulled", sandbox.Spec{Image: "agentbox/no-such-image:0"}, sandbox.ErrNotFound, "never pulls"},
 		{"a disk quota is refused naming the storage driver", sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 1 << 30}}}, sandbox.ErrPolicyUnsupported, "storage driver"},
-		{"an egress allow-list is refused by name", sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"example.com"}}}}, sandbox.ErrPolicyUnsupported, "network.allowlist"},
 		{"a non-numeric user is invalid", sandbox.Spec{User: "agent"}, sandbox.ErrInvalid, "uid"},
 	}
 	for _, tc := range cases {
@@ -263,5 +264,77 @@ func TestGCReapsOrphansAndSparesLiveSessions(t *testing.T) {
 	}
 	if res := run(t, live, "echo alive"); string(res.Stdout) != "alive\n" {
 		t.Fatalf("live session after gc: %q", res.Stdout)
+	}
+}
+
+func TestTheEgressAllowListAdmitsListedHostsOnly(t *testing.T) {
+	c := testClient(t)
+	if why := c.egressSupport(); why != "" {
+		t.Skipf("network.allowlist not enforceable here: %s", why)
+	}
+	// A host service on all addresses: the container must not reach it
+	// through its gateway, only the proxy.
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conn.Write([]byte("HTTP/1.0 200 OK\r\n\r\nhost-secret"))
+			conn.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	sess := newSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"example.com"}}}})
+	cases := []struct {
+		name, script, want string
+	}{
+		{"the proxy is announced in the environment", `case "$HTTPS_PROXY" in http://*:*) echo set;; esac`, "set\n"},
+		{"an unlisted host is refused by the proxy", `python3 -c '
+import urllib.request, urllib.error
+try:
+    urllib.request.urlopen("http://unlisted.invalid/", timeout=10)
+except urllib.error.HTTPError as e:
+    print(e.code)
+'`, "403\n"},
+		{"DNS does not resolve inside", `python3 -c '
+import socket
+try:
+    socket.getaddrinfo("example.com", 80); print("resolved")
+except OSError:
+    print("no dns")
+'`, "no dns\n"},
+		{"a host service behind the gateway is unreachable", fmt.Sprintf(`python3 -c '
+import os, socket
+gw = os.environ["HTTP_PROXY"].split("//")[1].split(":")[0]
+try:
+    socket.create_connection((gw, %d), timeout=3); print("reached")
+except OSError:
+    print("blocked")
+'`, port), "blocked\n"},
+		{"a direct connection out is impossible", `python3 -c '
+import socket
+try:
+    socket.create_connection(("1.1.1.1", 80), timeout=3); print("reached")
+except OSError:
+    print("blocked")
+'`, "blocked\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, sess, tc.script)
+			if string(res.Stdout) != tc.want {
+				t.Fatalf("stdout %q, want %q (stderr %q)", res.Stdout, tc.want, res.Stderr)
+			}
+		})
+	}
+	res := run(t, sess, `python3 -c 'import urllib.request; urllib.request.urlopen("http://denied.invalid/", timeout=10)' 2>/dev/null; true`)
+	if len(res.Violations) == 0 {
+		t.Errorf("a refused request left no violation in the exit status")
 	}
 }

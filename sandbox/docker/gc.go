@@ -59,6 +59,30 @@ func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
 		}
 		out = append(out, r)
 	}
+	nets, err := c.api.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", labelSession)})
+	if err != nil {
+		errs = append(errs, c.unavailable("docker: gc: list agentbox networks", err))
+	}
+	for _, n := range nets.Items {
+		pid, _ := strconv.Atoi(n.Labels[labelOwnerPID])
+		if n.Labels[labelOwnerHost] == me && pid > 0 && processAlive(pid) {
+			continue
+		}
+		if opts.DryRun {
+			out = append(out, Reaped{Container: "network " + n.Name, Session: n.Labels[labelSession], Reason: "orphaned egress network"})
+			continue
+		}
+		if _, err := c.api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil {
+			errs = append(errs, c.unavailable("docker: gc: remove network "+n.Name, err))
+			continue
+		}
+		out = append(out, Reaped{Container: "network " + n.Name, Session: n.Labels[labelSession], Reason: "orphaned egress network"})
+	}
+	if !opts.DryRun && c.egressSupport() == "" {
+		if err := reapBridgeRules(func(msg string) { c.log.Info("docker: gc: " + msg) }); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return out, errors.Join(errs...)
 }
 

@@ -77,10 +77,11 @@ type process struct {
 	copied         chan struct{} // the attach stream ended
 	copyErr        error
 
-	killed  atomic.Bool
-	waitMu  sync.Mutex
-	status  *sandbox.ExitStatus
-	waitErr error
+	killed   atomic.Bool
+	denials0 int // egress refusals before the start
+	waitMu   sync.Mutex
+	status   *sandbox.ExitStatus
+	waitErr  error
 }
 
 func newTag() string {
@@ -128,6 +129,9 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 		}()
 	}
 	p := &process{s: s, execID: created.ID, tag: tag, tty: req.TTY, conn: att.HijackedResponse, copied: make(chan struct{})}
+	if s.proxy != nil {
+		p.denials0 = len(s.proxy.Denials())
+	}
 	p.stdin = &stdinWriter{conn: &att.HijackedResponse, tty: req.TTY}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
@@ -245,6 +249,13 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	}
 	p.conn.Close()
 	st, err := p.exitStatus(ctx)
+	if p.s.proxy != nil {
+		if d := p.s.proxy.Denials(); len(d) > p.denials0 {
+			for _, line := range d[p.denials0:] {
+				st.Violations = append(st.Violations, "egress denied: "+line)
+			}
+		}
+	}
 	p.status, p.waitErr = &st, err
 	return st, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/egress"
 	"github.com/agentbox/agentbox/sandbox/wsfs"
 )
 
@@ -42,6 +43,7 @@ type session struct {
 	oomSeen   int64
 	timer     *time.Timer
 	extraDown func() // releases the egress attachment, if any
+	proxy     *egress.Proxy
 }
 
 func (s *session) ID() string { return s.id }
