@@ -148,6 +148,9 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		st.Handles["deadline"] = strconv.FormatInt(cfg.Deadline, 10)
 	}
 	trackDir, thread := g.Tracking()
+	if os.Getenv("AGENTBOX_NOTRACK") != "" {
+		trackDir = ""
+	}
 	if trackDir != "" {
 		cfg.Tracking = "v2"
 		if thread {

@@ -93,10 +93,9 @@ func send(c *net.UnixConn, v any, files ...*os.File) error {
 	return err
 }
 
-// recv reads one JSON packet of at most max bytes into v and returns the descriptors that came
+// recv reads one JSON packet of at most limit bytes into v and returns the descriptors that came
 // with it. io.EOF means the peer closed the connection.
-func recv(c *net.UnixConn, v any, max int) ([]*os.File, error) {
-	buf := make([]byte, max)
+func recv(c *net.UnixConn, v any, limit int) ([]*os.File, error) {
 	oob := make([]byte, unix.CmsgSpace(4*8))
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -104,9 +103,22 @@ func recv(c *net.UnixConn, v any, max int) ([]*os.File, error) {
 	}
 	var n, oobn, flags int
 	var rerr error
-	// MSG_CMSG_CLOEXEC: a received descriptor must never leak into a
-	// command forked concurrently.
+	var buf []byte
 	err = rc.Read(func(fd uintptr) bool {
+		// Peek at the packet's size first, so that the buffer is just as
+		// big as needed (a fresh megabyte per request costs page faults).
+		var one [1]byte
+		size, _, _, _, perr := unix.Recvmsg(int(fd), one[:], nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		if perr == unix.EAGAIN {
+			return false
+		}
+		if perr != nil {
+			rerr = perr
+			return true
+		}
+		buf = make([]byte, min(max(size, 1), limit))
+		// MSG_CMSG_CLOEXEC: a received descriptor must never leak into a
+		// command forked concurrently.
 		n, oobn, flags, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		return rerr != unix.EAGAIN
 	})
@@ -132,9 +144,9 @@ func recv(c *net.UnixConn, v any, max int) ([]*os.File, error) {
 			}
 		}
 	}
-	if flags&unix.MSG_CTRUNC != 0 {
+	if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
 		closeAll(files)
-		return nil, errors.New("control message truncated (too many descriptors)")
+		return nil, errors.New("control message truncated (too large, or too many descriptors)")
 	}
 	if n == 0 {
 		closeAll(files)
