@@ -23,7 +23,8 @@ type DirStore struct {
 	Root string
 }
 
-// NewDirStore returns a DirStore under a fresh t.TempDir-style directory.
+// NewDirStore returns a DirStore keeping its copies under root (pass
+// t.TempDir()).
 func NewDirStore(root string) *DirStore { return &DirStore{Root: root} }
 
 // Save copies dir (regular files, directories and symlinks, with their

@@ -6,6 +6,22 @@
 //
 // Commands use only /bin/sh and coreutils (busybox is enough), so that the
 // same suite runs against the host tools, a minimal root and an image.
+//
+// In a backend's tests:
+//
+//	func TestConformance(t *testing.T) {
+//		store := sandboxtest.NewDirStore(t.TempDir())
+//		sandboxtest.Run(t, func(t *testing.T) sandbox.Client {
+//			c, err := mybackend.New(mybackend.Options{Snapshots: store})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return c
+//		}, sandboxtest.WithSnapshots(store), sandboxtest.SkipPTY("no terminals yet"))
+//	}
+//
+// Sessions get a fresh workspace under t.TempDir (mode 0777) unless a test
+// asks the backend to create one; WithSpec adjusts every Spec.
 package sandboxtest
 
 import (
