@@ -94,6 +94,10 @@ func haveOpenat2(fd int) bool {
 		})
 		if err == nil {
 			unix.Close(nfd)
+		}
+		if err != unix.ENOSYS && err != unix.EPERM {
+			// Present (any other failure is this root's, and the real
+			// calls will report it).
 			openat2OK = true
 			return
 		}
