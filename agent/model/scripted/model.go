@@ -122,11 +122,19 @@ func (m *Model) Respond(ctx context.Context, req model.Request) (*model.Response
 	return resp, nil
 }
 
-// stepOutput joins the outputs of step n's calls.
+// stepOutput joins the outputs of step n's calls. When an output has the
+// shell tools' header (exit code, wall time ... then a line "output:"),
+// only what the command printed is used.
 func (m *Model) stepOutput(n int, outputs map[string]string) string {
 	var parts []string
 	for i := range m.plan.Steps[n-1].Calls {
-		parts = append(parts, strings.TrimRight(outputs[callID(n, i+1)], "\n"))
+		out := outputs[callID(n, i+1)]
+		if exitCodeRE.MatchString(out) {
+			if _, body, ok := strings.Cut(out, "\noutput:\n"); ok {
+				out = body
+			}
+		}
+		parts = append(parts, strings.TrimRight(out, "\n"))
 	}
 	return strings.Join(parts, "\n\n")
 }

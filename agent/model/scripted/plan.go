@@ -33,7 +33,7 @@ type Step struct {
 	Calls []Call
 	// Final is the final answer's text; it may contain {{output:N}}, the
 	// tool output of step N (1-based; several calls' outputs joined by a
-	// blank line).
+	// blank line; for shell tools, only what the command printed).
 	Final string
 	// IsFinal says this step is the final answer.
 	IsFinal bool
@@ -241,10 +241,14 @@ func (y stepYAML) step(line int) (Step, error) {
 		if args == nil {
 			args = map[string]any{}
 		}
-		raw, err := json.Marshal(args)
-		if err != nil {
+		// Without HTML escaping, so "a && b" stays readable in traces.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(args); err != nil {
 			return st, fmt.Errorf("call %d (%s): arguments cannot be JSON: %v", j+1, c.Tool, err)
 		}
+		raw := bytes.TrimRight(buf.Bytes(), "\n")
 		st.Calls = append(st.Calls, Call{Line: line, Tool: c.Tool, Arguments: raw})
 	}
 	if e := y.Expect; e != nil {

@@ -64,13 +64,13 @@ func TestPlayingAPlan(t *testing.T) {
 	}
 	want := []string{
 		`exec_command {"cmd":"ls statements"}`,
-		`exec_command {"cmd":"echo x \u003e\u003e statements/bank.csv"}`,
+		`exec_command {"cmd":"echo x >> statements/bank.csv"}`,
 		`read_file {"path":"statements/bank.csv"}`,
 	}
 	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
 		t.Errorf("calls = %q, want %q", seen, want)
 	}
-	if got := resp.Text(); got != "Listed: exit code: 0\noutput:\nbank.csv\nledger.csv" {
+	if got := resp.Text(); got != "Listed: bank.csv\nledger.csv" {
 		t.Errorf("final = %q", got)
 	}
 	if resp.Usage.InputTokens == 0 || resp.Usage.TotalTokens != resp.Usage.InputTokens+resp.Usage.OutputTokens {
