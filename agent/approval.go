@@ -86,3 +86,34 @@ func matchApproval(rules []ApprovalRule, tool, args string) (ApprovalRule, strin
 	}
 	return ApprovalRule{}, subject, false
 }
+
+// displaySummary is a short, readable form of a call for progress lines:
+// the command, the typed chars, the path, or the files a patch touches.
+func displaySummary(tool, args string) string {
+	var v struct {
+		Path  string `json:"path"`
+		Name  string `json:"name"`
+		Input string `json:"input"`
+	}
+	switch {
+	case tool == "exec_command" || tool == "write_stdin":
+		return callSubject(tool, args)
+	case json.Unmarshal([]byte(args), &v) != nil:
+		return ""
+	case v.Path != "":
+		return v.Path
+	case v.Name != "":
+		return v.Name
+	case v.Input != "":
+		var files []string
+		for _, l := range strings.Split(v.Input, "\n") {
+			for _, h := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: "} {
+				if p, ok := strings.CutPrefix(strings.TrimSpace(l), strings.TrimSpace(h)); ok {
+					files = append(files, strings.TrimSpace(p))
+				}
+			}
+		}
+		return strings.Join(files, " ")
+	}
+	return ""
+}

@@ -38,6 +38,8 @@ type Event struct {
 	Duration time.Duration
 	// Approved is set for approval events.
 	Approved bool
+	// Denied is set for the result of a call that was not approved.
+	Denied bool
 	// Err describes a failed tool call or run.
 	Err string
 	// Text is the final output, or a session description.

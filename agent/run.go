@@ -158,18 +158,19 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 // failure becomes an output the model can read and recover from.
 func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []Tool, cfg RunConfig, emit func(trace.Event), progress func(Event)) (string, error) {
 	start := time.Now()
-	summary := callSubject(c.Name, c.Arguments)
+	summary := displaySummary(c.Name, c.Arguments)
 	emit(trace.Event{Type: trace.ToolCall, Turn: turn, Tool: c.Name, CallID: c.CallID, Arguments: clipText(c.Arguments, 4000)})
 	progress(Event{Type: EventToolCall, Turn: turn, Tool: c.Name, Summary: shortSummary(summary)})
 
 	var last *ExecReport
+	denied := false
 	finish := func(out string, toolErr error, max int) (string, error) {
 		if toolErr != nil {
 			out = "error: " + toolErr.Error()
 		}
 		out, cut := Truncate(out, max)
 		e := trace.Event{Type: trace.ToolResult, Turn: turn, Tool: c.Name, CallID: c.CallID, Bytes: len(out), Truncated: cut, DurationMS: time.Since(start).Milliseconds()}
-		ev := Event{Type: EventToolResult, Turn: turn, Tool: c.Name, Summary: shortSummary(summary), Duration: time.Since(start)}
+		ev := Event{Type: EventToolResult, Turn: turn, Tool: c.Name, Summary: shortSummary(summary), Duration: time.Since(start), Denied: denied}
 		if toolErr != nil {
 			e.Err, ev.Err = toolErr.Error(), toolErr.Error()
 		}
@@ -215,6 +216,7 @@ func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []T
 		emit(trace.Event{Type: trace.Approval, Turn: turn, Tool: c.Name, CallID: c.CallID, Approved: &approved, Rule: call.Rule})
 		progress(Event{Type: EventApproval, Turn: turn, Tool: c.Name, Summary: shortSummary(subject), Approved: approved})
 		if !approved {
+			denied = true
 			return finish(fmt.Sprintf("This call was not run: %s (rule %s). Do not retry it; choose another way or explain in your answer.", reason, call.Rule), nil, 0)
 		}
 	}

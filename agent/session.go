@@ -41,7 +41,7 @@ func openSession(ctx context.Context, a *SandboxAgent, cfg RunConfig) (*openedSe
 		if err != nil {
 			return nil, fmt.Errorf("agent: resume session %s: %w", sc.State, err)
 		}
-		return &openedSession{sess: sess, owned: true, how: "resumed " + sess.ID()}, nil
+		return &openedSession{sess: sess, owned: true, how: "resumed " + sess.State().String()}, nil
 	}
 	spec := sc.Spec
 	spec.Mounts = append([]sandbox.Mount(nil), spec.Mounts...)
@@ -72,6 +72,7 @@ func openSession(ctx context.Context, a *SandboxAgent, cfg RunConfig) (*openedSe
 		return nil, fmt.Errorf("agent: create %s session: %w", sc.Client.Name(), err)
 	}
 	o.sess = sess
+	o.how += " " + sess.State().String()
 	return o, nil
 }
 
@@ -92,6 +93,13 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 			return fmt.Errorf("agent: make workspace directory: %w", err)
 		}
 		o.tempDirs = append(o.tempDirs, tmp)
+		// The sandbox user must own its workspace. Without privilege the
+		// chown fails and the backend maps our own id instead.
+		if os.Geteuid() == 0 {
+			if err := os.Chown(tmp, uid, gid); err != nil {
+				return fmt.Errorf("agent: give workspace %s to %d:%d: %w", tmp, uid, gid, err)
+			}
+		}
 		dir = tmp
 		if spec.Snapshot == "" {
 			spec.Workspace = tmp

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/agent"
+	"github.com/agentbox/agentbox/artifact"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/snapshot"
+	"github.com/agentbox/agentbox/trace"
+)
+
+func init() { register(newRunCmd) }
+
+// runFlags are the flags of `agentbox run`.
+type runFlags struct {
+	agentFile    string
+	backend      string
+	provider     string
+	modelName    string
+	baseURL      string
+	plan         string
+	snapshot     string
+	saveSnapshot bool
+	store        string
+	workspace    string
+	tracePath    string
+	promoteTo    string
+	rules        string
+	allowWeaker  bool
+	asJSON       bool
+	maxTurns     int
+	quiet        bool
+	verbose      bool
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run --agent agent.yaml [flags] \"task\"",
+		Short: "Run an AI agent whose commands and file edits are confined to a sandbox",
+		Long: `Run an agent (an agent.yaml: instructions, workspace manifest, capabilities,
+model, policy) on a task. Every tool call the model makes runs in a
+sandbox session; progress is printed on stderr, one line per step, and
+the final answer on stdout.
+
+After a successful run, when the agent file has artifacts (rules + to) or
+--promote-to is given, the outputs are checked against the rules and
+promoted out of the sandbox with a provenance record, before the session
+is closed.
+
+The model comes from the agent file's model section; --provider, --model,
+--base-url and --plan override it. openai-responses and openai-chat read
+OPENAI_API_KEY and OPENAI_BASE_URL (any compatible server: Ollama, vLLM,
+llama.cpp); scripted plays a recorded plan offline.
+
+Every run writes a JSONL trace (--trace, default under the user cache
+directory); show it with 'agentbox trace show FILE'. When
+OTEL_EXPORTER_OTLP_ENDPOINT is set, spans are also exported over OTLP/HTTP.
+
+Exit status: 0 when the agent answered (and promotion passed), 125 when
+the run or the promotion failed.`,
+		Example: `  # offline, with the scripted model, in the native sandbox
+  agentbox run --agent examples/reconcile/agent.yaml "Reconcile March"
+
+  # the same agent against a local OpenAI-compatible server
+  agentbox run --agent examples/reconcile/agent.yaml --provider openai-chat \
+      --base-url http://localhost:11434/v1 --model qwen2.5 "Reconcile March"`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
+				return &exitError{code: exitCode, err: errors.New(`run: give the task as one argument (usage: agentbox run --agent agent.yaml "task")`)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := runAgent(cmd.Context(), f, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+				var ee *exitError
+				if errors.As(err, &ee) {
+					return err
+				}
+				return &exitError{code: exitCode, err: err}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.agentFile, "agent", "", "agent `FILE` (YAML)")
+	fl.StringVar(&f.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, or local (confines NOTHING; development only)")
+	fl.StringVar(&f.provider, "provider", "", "model provider: "+strings.Join(agent.Providers, "|")+" (overrides the agent file)")
+	fl.StringVar(&f.modelName, "model", "", "model `NAME` (overrides the agent file)")
+	fl.StringVar(&f.baseURL, "base-url", "", "model server base `URL` (default OPENAI_BASE_URL, then api.openai.com)")
+	fl.StringVar(&f.plan, "plan", "", "scripted model plan `FILE` (overrides the agent file)")
+	fl.StringVar(&f.snapshot, "snapshot", "", "seed the workspace from snapshot `ID`")
+	fl.BoolVar(&f.saveSnapshot, "save-snapshot", false, "snapshot the workspace when the run ends and print its ID")
+	fl.StringVar(&f.store, "store", snapshot.DefaultDir(), "snapshot store `DIR`")
+	fl.StringVar(&f.workspace, "workspace", "", "host `DIR` used as the workspace and kept (default: a fresh temporary dir, removed after)")
+	fl.StringVar(&f.tracePath, "trace", "", "write the JSONL trace to `FILE` (default: under the user cache dir)")
+	fl.StringVar(&f.promoteTo, "promote-to", "", "promote the checked outputs to `DIR` (overrides artifacts.to)")
+	fl.StringVar(&f.rules, "rules", "", "artifact rules `FILE` (overrides artifacts.rules)")
+	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the run's result as JSON on stdout instead of the final answer")
+	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what the backend does")
+	return cmd
+}
+
+// runJSON is what --json prints: the Result plus where things went.
+type runJSON struct {
+	*agent.Result
+	Error     string               `json:"error,omitempty"`
+	Trace     string               `json:"trace"`
+	Promoted  *artifact.Record     `json:"promoted,omitempty"`
+	PromoteTo string               `json:"promote_to,omitempty"`
+	Rejected  []artifact.Violation `json:"rejected,omitempty"`
+}
+
+func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Writer) error {
+	if f.agentFile == "" {
+		return errors.New("run: --agent FILE is required")
+	}
+	file, err := agent.LoadFile(f.agentFile)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	mc := file.Model
+	for dst, src := range map[*string]string{&mc.Provider: f.provider, &mc.Name: f.modelName, &mc.BaseURL: f.baseURL, &mc.Plan: f.plan} {
+		if src != "" {
+			*dst = src
+		}
+	}
+	m, err := openModel(mc)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	a := file.Agent
+	a.Model = m
+	if f.modelName != "" {
+		a.Settings.Model = f.modelName
+	}
+
+	rulesPath, promoteTo := file.Artifacts.Rules, file.Artifacts.To
+	if f.rules != "" {
+		rulesPath = f.rules
+	}
+	if f.promoteTo != "" {
+		promoteTo = f.promoteTo
+	}
+	var rules *artifact.Rules
+	if promoteTo != "" {
+		if rulesPath == "" {
+			return errors.New("run: --promote-to needs artifact rules (artifacts.rules in the agent file, or --rules)")
+		}
+		if rules, err = artifact.LoadRules(rulesPath); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		if promoteTo, err = filepath.Abs(promoteTo); err != nil {
+			return fmt.Errorf("run: promote-to: %w", err)
+		}
+	}
+
+	spec := sandbox.Spec{Policy: file.Policy, AllowWeaker: f.allowWeaker, Labels: map[string]string{"agent": a.Name}}
+	if f.workspace != "" {
+		ws, err := filepath.Abs(f.workspace)
+		if err != nil {
+			return fmt.Errorf("run: workspace: %w", err)
+		}
+		if err := os.MkdirAll(ws, 0o755); err != nil {
+			return fmt.Errorf("run: create workspace %s: %w", ws, err)
+		}
+		spec.Workspace = ws
+	}
+
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelDebug
+	}
+	bo := backendOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), Warn: stderr}
+	if f.snapshot != "" || f.saveSnapshot {
+		store, err := snapshot.Open(f.store, snapshot.Options{})
+		if err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+		bo.Snapshots = store
+	}
+	client, err := openBackend(f.backend, bo)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+
+	tracePath, tw, err := openTrace(ctx, f.tracePath, a.Name)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	defer func() {
+		if err := tw.Close(); err != nil {
+			fmt.Fprintf(stderr, "agentbox: %v\n", err)
+		}
+	}()
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	out := runJSON{Trace: tracePath, PromoteTo: promoteTo}
+	cfg := agent.RunConfig{
+		Sandbox: agent.SandboxConfig{
+			Client: client, Snapshot: f.snapshot, Spec: spec, SaveSnapshot: f.saveSnapshot,
+			ManifestBase: file.Dir, TrustedManifest: true,
+		},
+		Trace:     tw,
+		Approvals: file.Approvals,
+		Approver:  terminalApprover(stderr),
+		MaxTurns:  f.maxTurns,
+	}
+	if !f.quiet {
+		cfg.OnEvent = progressPrinter(stderr)
+	}
+	if rules != nil {
+		cfg.BeforeClose = func(ctx context.Context, sess sandbox.Session, res *agent.Result) error {
+			rec, err := artifact.Promote(ctx, artifact.NewSessionSource(sess), rules, promoteTo,
+				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, Session: sess})
+			if err != nil {
+				var re *artifact.RejectedError
+				if errors.As(err, &re) {
+					out.Rejected = re.Violations
+				}
+				return fmt.Errorf("promote outputs to %s: %w", promoteTo, err)
+			}
+			out.Promoted = rec
+			return nil
+		}
+	}
+
+	res, runErr := (&agent.Runner{}).Run(ctx, a, task, cfg)
+	out.Result = res
+	if runErr != nil {
+		out.Error = runErr.Error()
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return fmt.Errorf("run: print result: %w", err)
+		}
+	} else if res != nil && res.FinalOutput != "" {
+		fmt.Fprintln(stdout, strings.TrimRight(res.FinalOutput, "\n"))
+	}
+	if out.Promoted != nil && !f.asJSON {
+		printPromoted(stderr, out.Promoted, promoteTo)
+		for _, fr := range out.Promoted.Files {
+			if strings.HasSuffix(fr.Path, "report.md") {
+				fmt.Fprintf(stderr, "report: %s\n", filepath.Join(promoteTo, filepath.FromSlash(fr.Path)))
+			}
+		}
+	}
+	if res != nil && res.Snapshot != "" {
+		fmt.Fprintf(stderr, "snapshot: %s\n", res.Snapshot)
+	}
+	fmt.Fprintf(stderr, "trace: %s\n", tracePath)
+	if runErr != nil {
+		for _, v := range out.Rejected {
+			fmt.Fprintf(stderr, "  rejected: %s\n", v)
+		}
+		return fmt.Errorf("run: %w", runErr)
+	}
+	return nil
+}
+
+// openTrace creates the trace file (by default under the user cache
+// directory) and turns on OTLP export when the environment asks for it.
+func openTrace(ctx context.Context, path, agentName string) (string, *trace.Writer, error) {
+	if path == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		dir = filepath.Join(dir, "agentbox", "traces")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", nil, fmt.Errorf("create trace directory %s: %w", dir, err)
+		}
+		name := strings.Map(func(r rune) rune {
+			if r == '/' || r == os.PathSeparator || r == ' ' {
+				return '_'
+			}
+			return r
+		}, agentName)
+		path = filepath.Join(dir, time.Now().UTC().Format("20060102T150405.000")+"-"+name+".jsonl")
+	}
+	tw, err := trace.Create(path)
+	if err != nil {
+		return "", nil, err
+	}
+	if cfg, ok := trace.OTLPFromEnv(); ok {
+		if err := tw.ExportOTLP(ctx, cfg); err != nil {
+			tw.Close()
+			return "", nil, err
+		}
+	}
+	return path, tw, nil
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentbox/agentbox/trace"
+)
+
+func init() { register(newTraceCmd) }
+
+func newTraceCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Inspect agent run traces (JSONL)",
+	}
+	cmd.AddCommand(newTraceShowCmd())
+	return cmd
+}
+
+func newTraceShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show FILE",
+		Short: "Print a run trace as a readable timeline",
+		Long: `Print a run trace (written by agentbox run --trace FILE) as a timeline:
+time since the start, turn, each model request and response, tool calls
+with short arguments, sandbox commands with exit codes and durations,
+approvals, and errors marked with !! at the start of the line.`,
+		Example: `  agentbox run --agent agent.yaml --trace run.jsonl "reconcile"
+  agentbox trace show run.jsonl`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			evs, err := trace.Read(args[0])
+			if err != nil {
+				return &exitError{code: exitCode, err: err}
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(evs)
+			}
+			if err := trace.RenderTimeline(cmd.OutOrStdout(), evs); err != nil {
+				return &exitError{code: exitCode, err: fmt.Errorf("trace show: %w", err)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as one JSON array instead")
+	return cmd
+}
