@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-$PWD/out/reconcile}
-mkdir -p "$(dirname "$out")"
+mkdir -p "$(dirname "$out")" "$PWD/out"
 rm -rf "$out"
 trace=$PWD/out/reconcile-trace.jsonl
 bin/agentbox run \
