@@ -7,7 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -144,7 +148,7 @@ func (s *Store) build(ctx context.Context, m *Manifest, stage string, progress f
 				return err
 			}
 		}
-		if e.Type != TypeDir || i > 0 { // the root's time is set once in place
+		if e.Type == TypeSymlink || e.Type == TypeDir && i > 0 { // files have theirs; the root's is set in place
 			if err := setMTime(p, e); err != nil {
 				return err
 			}
@@ -154,20 +158,60 @@ func (s *Store) build(ctx context.Context, m *Manifest, stage string, progress f
 }
 
 func (s *Store) restoreFile(w *worker, e Entry, p string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	mode := restoreMode(e)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode.Perm())
 	if err != nil {
 		return err
 	}
 	if e.Size > 0 {
 		err = s.readObject(w, e.SHA256, e.Size, f)
 	}
+	if err == nil && (mode&fs.ModeSticky != 0 || uint32(mode.Perm())&processUmask() != 0) {
+		err = f.Chmod(mode) // the umask took bits away at creation
+	}
 	if err == nil {
-		err = f.Chmod(restoreMode(e))
+		err = futimens(f, e)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// futimens sets an open file's times (utimensat with a NULL path), which
+// saves a path lookup per restored file.
+func futimens(f *os.File, e Entry) error {
+	ts := [2]unix.Timespec{unix.NsecToTimespec(e.MTime.UnixNano()), unix.NsecToTimespec(e.MTime.UnixNano())}
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if errno != 0 {
+		return fmt.Errorf("set times of %s: %w", e.Path, errno)
+	}
+	return nil
+}
+
+var (
+	umaskOnce sync.Once
+	umask     uint32 = 0o777
+)
+
+// processUmask reads the umask from /proc (umask(2) can only be read by
+// changing it, which races with other goroutines creating files). When it
+// cannot be read, 0777 makes every restore chmod explicitly.
+func processUmask() uint32 {
+	umaskOnce.Do(func() {
+		data, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if n, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					umask = uint32(n)
+				}
+			}
+		}
+	})
+	return umask
 }
 
 func setMTime(p string, e Entry) error {

@@ -2,13 +2,13 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,11 +65,11 @@ func (s *Store) SaveWithOptions(ctx context.Context, dir string, opts SaveOption
 	if err != nil {
 		return Info{}, sandbox.Wrap(op, nil, err)
 	}
-	root, err := os.OpenRoot(dir)
+	src, err := openSource(dir)
 	if err != nil {
 		return Info{}, sandbox.Wrap(op, nil, err)
 	}
-	defer root.Close()
+	defer src.close()
 	st, err := s.newStager("save")
 	if err != nil {
 		return Info{}, sandbox.Wrap(op, nil, err)
@@ -88,7 +88,7 @@ func (s *Store) SaveWithOptions(ctx context.Context, dir string, opts SaveOption
 	gone := make([]string, len(entries)) // why an entry was dropped while reading
 	err = forEach(ctx, len(files), func(w *worker, k int) error {
 		e := &entries[files[k]]
-		reason, err := s.saveFile(w, st, root, e)
+		reason, err := s.saveFile(w, st, src, e)
 		if err != nil {
 			return fmt.Errorf("store %s: %w", e.Path, err)
 		}
@@ -128,13 +128,14 @@ func (s *Store) SaveWithOptions(ctx context.Context, dir string, opts SaveOption
 // saveFile stores one file's content and fills e from the open file (the
 // tree may change between the walk and the read; what was read is what is
 // recorded). It returns a reason when the entry must be dropped instead.
-func (s *Store) saveFile(w *worker, st *stager, root *os.Root, e *Entry) (string, error) {
-	// O_NONBLOCK: a path swapped for a fifo must not hang the save.
-	f, err := root.OpenFile(e.Path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return "removed while saving", nil
-		}
+func (s *Store) saveFile(w *worker, st *stager, src *source, e *Entry) (string, error) {
+	f, err := src.open(e.Path)
+	switch {
+	case errors.Is(err, errChanged):
+		return errChanged.Error(), nil
+	case errors.Is(err, os.ErrNotExist):
+		return "removed while saving", nil
+	case err != nil:
 		return "", err
 	}
 	defer f.Close()
