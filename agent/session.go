@@ -86,6 +86,11 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 		return fmt.Errorf("agent: validate manifest: %w", err)
 	}
 	uid, gid := parseUser(spec.User)
+	if spec.User == "" {
+		if u, g, ok := m.RunAsIDs(); ok {
+			uid, gid = u, g
+		}
+	}
 	dir := spec.Workspace
 	if dir == "" || spec.Snapshot != "" {
 		tmp, err := os.MkdirTemp("", "agentbox-workspace-")
@@ -126,7 +131,6 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 	}
 	return nil
 }
-
 // parseUser reads "uid[:gid]", defaulting to the sandbox defaults.
 func parseUser(u string) (int, int) {
 	uid, gid := sandbox.DefaultUID, sandbox.DefaultGID
