@@ -131,6 +131,7 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 	}
 	return nil
 }
+
 // parseUser reads "uid[:gid]", defaulting to the sandbox defaults.
 func parseUser(u string) (int, int) {
 	uid, gid := sandbox.DefaultUID, sandbox.DefaultGID
