@@ -210,3 +210,34 @@ func TestConfig(t *testing.T) {
 		}
 	})
 }
+
+func TestErrorsInsideAStreamAreReported(t *testing.T) {
+	tests := []struct {
+		name  string
+		api   string
+		reply reply
+		want  string
+	}{
+		{"chat: an error payload mid-stream", "chat", reply{doneMsg: true, events: []string{
+			jsonOf(t, chunk(map[string]any{"content": "par"})),
+			`{"error":{"message":"model overloaded","type":"server_error"}}`,
+		}}, "model overloaded"},
+		{"responses: an error event", "responses", reply{typed: true, events: []string{
+			`{"type":"error","sequence_number":1,"code":"server_error","message":"the backend fell over","param":null}`,
+		}}, "the backend fell over"},
+		{"chat: a stream with no chunks", "chat", reply{doneMsg: true, events: []string{}}, "without a single chunk"},
+		{"chat: a chunk that is not JSON", "chat", reply{events: []string{`{"id": "x", "choices": [`}}, "not valid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" is an error naming the server", func(t *testing.T) {
+			srv := newFakeServer(t, tt.reply)
+			m := newModel(t, openai.Config{API: tt.api, BaseURL: srv.URL(), MaxRetries: -1})
+			_, err := m.RespondStream(context.Background(), hi, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			contains(t, err.Error(), tt.want)
+			contains(t, err.Error(), srv.URL())
+		})
+	}
+}
