@@ -193,7 +193,7 @@ func TestRunPromotesOutputsInTheLinuxSandbox(t *testing.T) {
 			Turns       int    `json:"turns"`
 			TraceID     string `json:"trace_id"`
 			Promoted    *struct {
-				TraceID string `json:"trace_id"`
+				TraceID string                  `json:"trace_id"`
 				Files   []struct{ Path string } `json:"files"`
 			} `json:"promoted"`
 		}
