@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,9 +25,9 @@ import (
 // wrapper that records its pid in the container's /tmp. The engine starts
 // each exec as a session leader (runc calls setsid), so the command and
 // everything it starts share that session id even after their parent
-// dies; the killer finds them in /proc by session id, process group or
-// parent, and SIGKILLs them, repeating until a scan finds nothing (a
-// forking process is caught on the next round).
+// dies; the killer SIGKILLs the command, then finds the rest in /proc by
+// session id, process group or parent, and SIGKILLs them, repeating until
+// a scan finds nothing (a forking process is caught on the next round).
 //
 // What escapes: a process that calls setsid() itself and whose parent is
 // already gone when the killer scans. Stop and Close end those (they kill
@@ -46,6 +47,9 @@ const ttyWrapperScript = `{ echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e
 const killerScript = `: >/tmp/.agentbox-exec-$0.kill
 read pid </tmp/.agentbox-exec-$0 2>/dev/null || exit 0
 [ "$pid" -gt 1 ] 2>/dev/null || exit 0
+# The command first: were its children killed first, it could see them
+# die and exit normally before its turn.
+kill -KILL "$pid" 2>/dev/null && echo main
 tree=" $pid "
 round=0
 while [ $round -lt 50 ]; do
@@ -77,11 +81,12 @@ type process struct {
 	copied         chan struct{} // the attach stream ended
 	copyErr        error
 
-	killed   atomic.Bool
-	denials0 int // egress refusals before the start
-	waitMu   sync.Mutex
-	status   *sandbox.ExitStatus
-	waitErr  error
+	killed     atomic.Bool
+	mainKilled atomic.Bool // the killer SIGKILLed the command itself
+	denials0   int         // egress refusals before the start
+	waitMu     sync.Mutex
+	status     *sandbox.ExitStatus
+	waitErr    error
 }
 
 func newTag() string {
@@ -215,7 +220,14 @@ func (p *process) Kill(ctx context.Context) error {
 		return nil
 	default:
 	}
-	if err := p.s.runHelper(ctx, []string{"/bin/sh", "-c", killerScript, p.tag}); err != nil {
+	out, err := p.s.helperOutput(ctx, []string{"/bin/sh", "-c", killerScript, p.tag})
+	if strings.Contains(string(out), "main") {
+		// The killer's SIGKILL ended the command itself: report it so
+		// even if the engine's exit code is late or was taken from a
+		// dying wrapper.
+		p.mainKilled.Store(true)
+	}
+	if err != nil {
 		// The killer could not run (the pids limit is exhausted, say, by
 		// the very fork bomb being killed): end the whole session rather
 		// than leave the tree running.
@@ -268,7 +280,11 @@ func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
 			return sandbox.ExitStatus{}, p.s.execError("inspect exec", err)
 		}
 		if !insp.Running {
-			return p.s.describeExit(ctx, insp.ExitCode, p.killed.Load())
+			code := insp.ExitCode
+			if p.mainKilled.Load() {
+				code = 128 + int(unix.SIGKILL)
+			}
+			return p.s.describeExit(ctx, code, p.killed.Load())
 		}
 		select {
 		case <-time.After(delay):
