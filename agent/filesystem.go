@@ -195,14 +195,21 @@ func (fx *fileTools) modeOf(ctx context.Context, p string) fs.FileMode {
 // remove deletes a workspace file. The session contract has no removal,
 // so it runs rm in the sandbox, confined like every other command.
 func (fx *fileTools) remove(ctx context.Context, p string) error {
-	rel, err := sandbox.ResolveWorkspacePath(fx.sess.State().Spec.Workdir, p)
+	if w, ok := fx.sess.(workdirSession); ok {
+		p = w.in(p)
+	}
+	root := fx.sess.State().Spec.Workdir
+	if root == "" {
+		root = sandbox.DefaultWorkdir
+	}
+	rel, err := sandbox.ResolveWorkspacePath(root, p)
 	if err != nil {
 		return err
 	}
 	if rel == "." {
 		return sandbox.Errorf(sandbox.ErrInvalid, "refusing to delete the workspace itself")
 	}
-	res, err := fx.sess.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "--", rel}})
+	res, err := fx.sess.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "--", rel}, Workdir: root})
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", p, err)
 	}

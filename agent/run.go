@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -59,7 +60,21 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	if caps == nil {
 		caps = DefaultCapabilities()
 	}
-	tools, toolErr := bindTools(caps, sess)
+	workdir := cfg.Workdir
+	root := sess.State().Spec.Workdir
+	if root == "" {
+		root = sandbox.DefaultWorkdir
+	}
+	toolSess := sess
+	if workdir != "" && path.Clean(workdir) != root {
+		if !path.IsAbs(workdir) {
+			workdir = path.Join(root, workdir)
+		}
+		toolSess = workdirSession{Session: sess, dir: path.Clean(workdir)}
+	} else {
+		workdir = root
+	}
+	tools, toolErr := bindTools(caps, toolSess)
 
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -70,14 +85,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 		return res, toolErr
 	}
 
-	workdir := cfg.Workdir
-	if workdir == "" {
-		workdir = sess.State().Spec.Workdir
-	}
-	if workdir == "" {
-		workdir = sandbox.DefaultWorkdir
-	}
-	tree, terr := RenderTree(ctx, sess, workdir, TreeOptions{})
+	tree, terr := RenderTree(ctx, sess, root, TreeOptions{})
 	if terr != nil {
 		tree = "(could not list the workspace: " + terr.Error() + ")"
 	}

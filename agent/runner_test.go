@@ -359,3 +359,47 @@ func TestCommandTimeoutKills(t *testing.T) {
 		t.Fatalf("timeout not reported: %q", out)
 	}
 }
+
+func TestRunnerUsesTheConfiguredWorkdir(t *testing.T) {
+	m := plan("done",
+		call("write_file", map[string]any{"path": "note.txt", "content": "hi\n"}),
+		call("exec_command", map[string]any{"cmd": "pwd; cat note.txt"}),
+		call("apply_patch", map[string]any{"input": "*** Begin Patch\n*** Delete File: note.txt\n*** End Patch"}),
+	)
+	c := newClient(t)
+	ws := t.TempDir()
+	if _, err := (&Runner{}).Run(context.Background(), &SandboxAgent{Model: m}, "go", RunConfig{
+		Sandbox: SandboxConfig{Client: c, Spec: sandbox.Spec{Workspace: ws}}, Workdir: "sub/dir",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	outs := outputs(m.requests()[3])
+	if !strings.Contains(outs[1], "sub/dir\nhi") {
+		t.Errorf("command did not run in the workdir: %q", outs[1])
+	}
+	if !strings.Contains(outs[2], "D note.txt") {
+		t.Errorf("delete in the workdir: %q", outs[2])
+	}
+	if !strings.Contains(m.requests()[0].Instructions, "/workspace/sub/dir") {
+		t.Error("the prompt does not name the working directory")
+	}
+}
+
+func TestCancellingDuringACommandKillsItAndCleansUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newClient(t)
+	m := plan("never", call("exec_command", map[string]any{"cmd": "sleep 30"}))
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := (&Runner{}).Run(ctx, &SandboxAgent{Model: m}, "go", RunConfig{Sandbox: SandboxConfig{Client: c}})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "during exec_command") {
+		t.Fatalf("error %v, want a cancellation during exec_command", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("run took %s after cancel", d)
+	}
+	if c.only(t).closed() != 1 {
+		t.Fatal("session not closed after cancel")
+	}
+}
