@@ -87,15 +87,16 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// hostDescription names the engine address for error messages.
+// hostDescription names the engine address for error messages, and where
+// it came from.
 func hostDescription(override string) string {
 	switch {
 	case override != "":
 		return override
 	case os.Getenv("DOCKER_HOST") != "":
-		return "DOCKER_HOST=" + os.Getenv("DOCKER_HOST")
+		return os.Getenv("DOCKER_HOST") + " (from DOCKER_HOST)"
 	}
-	return "DOCKER_HOST unset, default " + client.DefaultDockerHost
+	return client.DefaultDockerHost + " (DOCKER_HOST is unset)"
 }
 
 func (c *Client) detect(ctx context.Context) error {

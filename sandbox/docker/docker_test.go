@@ -216,9 +216,10 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 }
 
 func TestAnEngineThatDoesNotAnswerIsUnavailableNamingDockerHost(t *testing.T) {
-	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	sock := filepath.Join(t.TempDir(), "no-engine.sock")
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
 	_, err := New(Options{})
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "DOCKER_HOST=unix://") {
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), sock+" (from DOCKER_HOST)") {
 		t.Fatalf("err = %v; want ErrUnavailable naming DOCKER_HOST", err)
 	}
 }
