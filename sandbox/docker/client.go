@@ -189,7 +189,7 @@ func (c *Client) Enforces() []sandbox.Part {
 		sandbox.PartNetworkNone, sandbox.PartProcesses, sandbox.PartTimeout, sandbox.PartOutput,
 	}
 	e := c.engine
-	if e.seccomp {
+	if _, err := c.seccompProfile(); err == nil && e.seccomp {
 		parts = append(parts, sandbox.PartIdentity)
 	}
 	if e.memoryLimit && e.swapLimit {

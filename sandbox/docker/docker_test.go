@@ -67,6 +67,21 @@ func TestConfinementOfTheDefaultPolicy(t *testing.T) {
 		{"seccomp filter is on", `grep '^Seccomp:' /proc/self/status | awk '{print $2}'`, 0, "2\n"},
 		{"ptrace is denied by seccomp", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); r=l.ptrace(0,0,0,0); sys.exit(0 if r==-1 and ctypes.get_errno()==1 else 3)' && echo EPERM`, 0, "EPERM\n"},
 		{"a user namespace cannot be created", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); sys.exit(0 if l.unshare(0x10000000)==-1 else 3)' && echo refused`, 0, "refused\n"},
+		{"io_uring, keyrings and mount are denied by seccomp", `python3 -c '
+import ctypes, sys
+l = ctypes.CDLL(None, use_errno=True)
+for nr in (425, 250, 165):  # io_uring_setup, keyctl, mount
+    if l.syscall(nr, 0, 0, 0, 0, 0) != -1 or ctypes.get_errno() != 1:
+        sys.exit("syscall %d not refused with EPERM" % nr)
+print("EPERM")
+'`, 0, "EPERM\n"},
+		{"clone3 is ENOSYS so libc falls back to clone", `python3 -c '
+import ctypes
+l = ctypes.CDLL(None, use_errno=True)
+l.syscall(435, 0, 0)
+print(ctypes.get_errno())
+'`, 0, "38\n"},
+		{"pid files of finished execs are cleaned up", `true; true; ls -a /tmp | grep -c agentbox-exec || true`, 0, "1\n"},
 		{"host processes are invisible", `ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? "few" : "many"}'`, 0, "few\n"},
 	}
 	for _, tc := range cases {
@@ -186,6 +201,19 @@ func TestAContainerKilledFromOutsideGivesAClearError(t *testing.T) {
 	_, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"true"}})
 	if !errors.Is(err, sandbox.ErrClosed) || !strings.Contains(err.Error(), "outside agentbox") {
 		t.Fatalf("exec after an outside kill: %v; want ErrClosed saying it was killed outside agentbox", err)
+	}
+}
+
+func TestTheSessionTimeoutEndsTheSession(t *testing.T) {
+	c := testClient(t)
+	sess := newSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{SessionTimeout: 1500 * time.Millisecond}}})
+	if res := run(t, sess, "echo early"); string(res.Stdout) != "early\n" {
+		t.Fatalf("first exec: %q", res.Stdout)
+	}
+	time.Sleep(2 * time.Second)
+	_, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"true"}})
+	if !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("exec after the session timeout: %v; want ErrTimeout", err)
 	}
 }
 

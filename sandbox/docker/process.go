@@ -36,13 +36,16 @@ import (
 // The wrapper writes the pid file before checking for a kill request and
 // the killer creates the request before reading the pid file, so a kill
 // racing with the start is never lost: one of the two sees the other.
-const wrapperScript = `{ echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; exec "$@"`
+//
+// The wrapper also removes the pid files of execs that have ended (their
+// pid is gone), so a long session does not fill /tmp with them.
+const wrapperScript = `for f in /tmp/.agentbox-exec-*; do case $f in *.kill|*\*) continue;; esac; read p <"$f" && [ -d /proc/$p ] || rm -f "$f"; done 2>/dev/null; { echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; exec "$@"`
 
 // ttyWrapperScript is wrapperScript for a terminal exec: it also sets the
 // terminal size before the command starts, since engines before API 1.42
 // ignore the size given at exec creation (a resize after start races with
 // the command's first look at its terminal).
-const ttyWrapperScript = `{ echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; [ "$1" -gt 0 ] && stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`
+const ttyWrapperScript = `for f in /tmp/.agentbox-exec-*; do case $f in *.kill|*\*) continue;; esac; read p <"$f" && [ -d /proc/$p ] || rm -f "$f"; done 2>/dev/null; { echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; [ "$1" -gt 0 ] && stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`
 
 const killerScript = `: >/tmp/.agentbox-exec-$0.kill
 read pid </tmp/.agentbox-exec-$0 2>/dev/null || exit 0
