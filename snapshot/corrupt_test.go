@@ -16,13 +16,23 @@ func TestACorruptedSnapshotIsRefusedAndRestoresNothing(t *testing.T) {
 		name   string
 		damage func(t *testing.T, s *Store, id string)
 	}{
-		{"a flipped byte in a small object", func(t *testing.T, s *Store, id string) { flipByte(t, s.objectPath(readmeSum), -1) }},
+		{"a flipped byte in a packed object", func(t *testing.T, s *Store, id string) {
+			loc, ok := s.lookupPacked(readmeSum)
+			if !ok {
+				t.Fatal("README.md's content is not in a pack")
+			}
+			flipByte(t, filepath.Join(s.packsDir(), loc.pack+".pack"), loc.off+loc.len-1)
+		}},
 		{"a flipped byte in a streamed object", func(t *testing.T, s *Store, id string) { flipByte(t, s.objectPath(bigSum), 1<<20) }},
 		{"a truncated object", func(t *testing.T, s *Store, id string) { os.Truncate(s.objectPath(bigSum), 100) }},
-		{"a missing object", func(t *testing.T, s *Store, id string) { os.Remove(s.objectPath(readmeSum)) }},
-		{"an object swapped for another", func(t *testing.T, s *Store, id string) {
-			data, _ := os.ReadFile(s.objectPath(sha([]byte("k"))))
-			os.WriteFile(s.objectPath(readmeSum), data, 0o600)
+		{"a missing loose object", func(t *testing.T, s *Store, id string) { os.Remove(s.objectPath(bigSum)) }},
+		{"a missing pack", func(t *testing.T, s *Store, id string) {
+			loc, _ := s.lookupPacked(readmeSum)
+			os.Remove(filepath.Join(s.packsDir(), loc.pack+".pack"))
+		}},
+		{"a damaged pack index", func(t *testing.T, s *Store, id string) {
+			loc, _ := s.lookupPacked(readmeSum)
+			flipByte(t, filepath.Join(s.packsDir(), loc.pack+".idx"), 30)
 		}},
 		{"an edited manifest", func(t *testing.T, s *Store, id string) { flipByte(t, s.manifestPath(id), 40) }},
 	}
@@ -34,6 +44,11 @@ func TestACorruptedSnapshotIsRefusedAndRestoresNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.damage(t, s, id)
+			// A fresh process sees the damage (this one caches pack indexes).
+			s, err = Open(s.Dir(), Options{Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := s.Verify(ctx(), id); !errors.Is(err, ErrCorrupt) || !errors.Is(err, sandbox.ErrInvalid) {
 				t.Errorf("Verify err = %v, want ErrCorrupt and ErrInvalid", err)
 			}

@@ -76,7 +76,10 @@ func (s *Store) collect(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	removed := 0
+	removed, err := s.collectPacks(live)
+	if err != nil {
+		return removed, err
+	}
 	fans, err := os.ReadDir(s.objectsDir())
 	if err != nil {
 		return 0, err

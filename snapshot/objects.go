@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"os"
 	"runtime"
@@ -48,10 +49,11 @@ func codecs() (*zstd.Encoder, *zstd.Decoder, error) {
 
 // worker holds one goroutine's streaming codec and buffers.
 type worker struct {
-	buf []byte
-	enc *zstd.Encoder
-	dec *zstd.Decoder
-	out []byte
+	buf   []byte
+	enc   *zstd.Encoder
+	dec   *zstd.Decoder
+	out   []byte
+	packs map[string]*rawFile // open packs, by name
 }
 
 func newWorker() *worker { return &worker{buf: make([]byte, smallObject+1)} }
@@ -86,60 +88,61 @@ func (w *worker) close() {
 	if w.dec != nil {
 		w.dec.Close()
 	}
+	for _, f := range w.packs {
+		f.Close()
+	}
 }
 
 // readObject decompresses object sum into dst, checking that it has
 // exactly size bytes and hashes to sum. dst may have received bytes when
 // it fails; callers write into a private place they discard on error.
 func (s *Store) readObject(w *worker, sum string, size int64, dst io.Writer) error {
-	f, err := os.Open(s.objectPath(sum))
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: object %s is missing", ErrCorrupt, short(sum))
-	}
-	if err != nil {
-		return fmt.Errorf("open object %s: %w", short(sum), err)
-	}
-	defer f.Close()
 	h := sha256.New()
 	var n int64
-	if size <= smallObject {
-		// A zstd frame of incompressible data is a little larger than it;
-		// anything far larger is not an object of this size.
-		limit := size + size/8 + 1024
-		comp, err := io.ReadAll(io.LimitReader(f, limit+1))
-		if err != nil {
-			return fmt.Errorf("read object %s: %w", short(sum), err)
-		}
-		if int64(len(comp)) > limit {
-			return fmt.Errorf("%w: object %s is too large for %d bytes", ErrCorrupt, short(sum), size)
-		}
-		_, dec, err := codecs()
+	if loc, ok := s.lookupPacked(sum); ok {
+		comp, err := s.readPacked(w, loc)
 		if err != nil {
 			return err
 		}
-		w.out, err = dec.DecodeAll(comp, w.out[:0])
-		if err != nil {
-			return fmt.Errorf("%w: object %s does not decompress: %v", ErrCorrupt, short(sum), err)
-		}
-		n = int64(len(w.out))
-		h.Write(w.out)
-		if n == size {
-			if _, err := dst.Write(w.out); err != nil {
-				return err
-			}
+		if n, err = w.decodeSmall(sum, comp, h, dst, size); err != nil {
+			return err
 		}
 	} else {
-		dec, err := w.streamDecoder(f)
-		if err != nil {
-			return fmt.Errorf("%w: object %s: %v", ErrCorrupt, short(sum), err)
-		}
-		ew := &errWriter{w: dst}
-		n, err = io.CopyBuffer(io.MultiWriter(h, ew), io.LimitReader(dec, size+1), w.buf)
-		if ew.err != nil {
-			return ew.err
+		f, err := openRaw(s.objectPath(sum), unix.O_RDONLY, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: object %s is missing", ErrCorrupt, short(sum))
 		}
 		if err != nil {
-			return fmt.Errorf("%w: object %s does not decompress: %v", ErrCorrupt, short(sum), err)
+			return fmt.Errorf("open object %s: %w", short(sum), err)
+		}
+		defer f.Close()
+		if size <= smallObject {
+			// A zstd frame of incompressible data is a little larger than
+			// it; anything far larger is not an object of this size.
+			limit := size + size/8 + 1024
+			comp, err := io.ReadAll(io.LimitReader(f, limit+1))
+			if err != nil {
+				return fmt.Errorf("read object %s: %w", short(sum), err)
+			}
+			if int64(len(comp)) > limit {
+				return fmt.Errorf("%w: object %s is too large for %d bytes", ErrCorrupt, short(sum), size)
+			}
+			if n, err = w.decodeSmall(sum, comp, h, dst, size); err != nil {
+				return err
+			}
+		} else {
+			dec, err := w.streamDecoder(f)
+			if err != nil {
+				return fmt.Errorf("%w: object %s: %v", ErrCorrupt, short(sum), err)
+			}
+			ew := &errWriter{w: dst}
+			n, err = io.CopyBuffer(io.MultiWriter(h, ew), io.LimitReader(dec, size+1), w.buf)
+			if ew.err != nil {
+				return ew.err
+			}
+			if err != nil {
+				return fmt.Errorf("%w: object %s does not decompress: %v", ErrCorrupt, short(sum), err)
+			}
 		}
 	}
 	if n != size {
@@ -149,6 +152,26 @@ func (s *Store) readObject(w *worker, sum string, size int64, dst io.Writer) err
 		return fmt.Errorf("%w: object %s hashes to %s", ErrCorrupt, short(sum), short(got))
 	}
 	return nil
+}
+
+// decodeSmall decompresses a whole object in memory, hashes it, and
+// writes it to dst when it has the expected size.
+func (w *worker) decodeSmall(sum string, comp []byte, h io.Writer, dst io.Writer, size int64) (int64, error) {
+	_, dec, err := codecs()
+	if err != nil {
+		return 0, err
+	}
+	w.out, err = dec.DecodeAll(comp, w.out[:0])
+	if err != nil {
+		return 0, fmt.Errorf("%w: object %s does not decompress: %v", ErrCorrupt, short(sum), err)
+	}
+	h.Write(w.out)
+	if int64(len(w.out)) == size {
+		if _, err := dst.Write(w.out); err != nil {
+			return 0, err
+		}
+	}
+	return int64(len(w.out)), nil
 }
 
 // errWriter remembers its writer's error, to tell a failed write (a full

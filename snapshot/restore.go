@@ -159,7 +159,7 @@ func (s *Store) build(ctx context.Context, m *Manifest, stage string, progress f
 
 func (s *Store) restoreFile(w *worker, e Entry, p string) error {
 	mode := restoreMode(e)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode.Perm())
+	f, err := openRaw(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, uint32(mode.Perm()))
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (s *Store) restoreFile(w *worker, e Entry, p string) error {
 		err = s.readObject(w, e.SHA256, e.Size, f)
 	}
 	if err == nil && (mode&fs.ModeSticky != 0 || uint32(mode.Perm())&processUmask() != 0) {
-		err = f.Chmod(mode) // the umask took bits away at creation
+		err = unix.Fchmod(f.fd, syscallMode(mode)) // the umask took bits away at creation
 	}
 	if err == nil {
 		err = futimens(f, e)
@@ -180,9 +180,9 @@ func (s *Store) restoreFile(w *worker, e Entry, p string) error {
 
 // futimens sets an open file's times (utimensat with a NULL path), which
 // saves a path lookup per restored file.
-func futimens(f *os.File, e Entry) error {
+func futimens(f *rawFile, e Entry) error {
 	ts := [2]unix.Timespec{unix.NsecToTimespec(e.MTime.UnixNano()), unix.NsecToTimespec(e.MTime.UnixNano())}
-	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	_, _, errno := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(f.fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
 	if errno != 0 {
 		return fmt.Errorf("set times of %s: %w", e.Path, errno)
 	}
@@ -272,4 +272,13 @@ func removeAllForce(p string) {
 		return nil
 	})
 	_ = os.RemoveAll(p)
+}
+
+// syscallMode turns an fs.FileMode into chmod(2) bits.
+func syscallMode(m fs.FileMode) uint32 {
+	b := uint32(m.Perm())
+	if m&fs.ModeSticky != 0 {
+		b |= unix.S_ISVTX
+	}
+	return b
 }

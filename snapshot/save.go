@@ -140,7 +140,7 @@ func (s *Store) saveFile(w *worker, st *stager, src *source, e *Entry) (string, 
 	}
 	defer f.Close()
 	var fst unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &fst); err != nil {
+	if err := unix.Fstat(f.fd, &fst); err != nil {
 		return "", err
 	}
 	if fst.Mode&unix.S_IFMT != unix.S_IFREG {

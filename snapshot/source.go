@@ -46,7 +46,7 @@ func (s *source) close() {
 
 // open opens p (tree-relative) for reading; O_NONBLOCK so that a path
 // swapped for a fifo cannot hang the save.
-func (s *source) open(p string) (*os.File, error) {
+func (s *source) open(p string) (*rawFile, error) {
 	const flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if s.openat2.Load() {
 		fd, err := unix.Openat2(s.fd, p, &unix.OpenHow{
@@ -55,7 +55,7 @@ func (s *source) open(p string) (*os.File, error) {
 		})
 		switch {
 		case err == nil:
-			return os.NewFile(uintptr(fd), p), nil
+			return &rawFile{fd: fd, name: p}, nil
 		case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV):
 			return nil, errChanged
 		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
@@ -64,5 +64,16 @@ func (s *source) open(p string) (*os.File, error) {
 			return nil, &os.PathError{Op: "openat2", Path: p, Err: err}
 		}
 	}
-	return s.root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := s.root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	// Keep the descriptor, drop the *os.File (it would close it).
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return nil, &os.PathError{Op: "dup", Path: p, Err: err}
+	}
+	unix.CloseOnExec(fd)
+	return &rawFile{fd: fd, name: p}, nil
 }

@@ -28,6 +28,7 @@ type stager struct {
 	mu          sync.Mutex
 	claimed     map[string]bool // sums written (or being written) here
 	pending     map[string]string
+	pack        *packWriter
 	newObjects  int
 	storedBytes int64
 }
@@ -55,6 +56,9 @@ func (s *Store) newStager(kind string) (*stager, error) {
 
 // abort removes everything staged; published snapshots are untouched.
 func (st *stager) abort() {
+	if st.pack != nil {
+		st.pack.f.Close()
+	}
 	os.RemoveAll(st.dir)
 	st.lock.Close()
 }
@@ -69,6 +73,9 @@ func (st *stager) claim(sum string) bool {
 	}
 	st.claimed[sum] = true
 	st.mu.Unlock()
+	if _, ok := st.s.lookupPacked(sum); ok {
+		return false
+	}
 	_, err := os.Lstat(st.s.objectPath(sum))
 	return err != nil
 }
@@ -107,13 +114,31 @@ func (st *stager) putSmall(w *worker, data []byte) (string, int64, error) {
 		return "", 0, err
 	}
 	w.out = enc.EncodeAll(data, w.out[:0])
-	name := filepath.Join(st.dir, sum)
-	if err := writeNew(name, w.out); err != nil {
+	if err := st.appendPacked(sum, w.out); err != nil {
 		st.unclaim(sum)
 		return "", 0, err
 	}
-	st.staged(sum, name, int64(len(w.out)))
 	return sum, int64(len(data)), nil
+}
+
+// appendPacked adds a small object to this save's pack.
+func (st *stager) appendPacked(sum string, comp []byte) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.pack == nil {
+		name := newPackName()
+		f, err := openRaw(filepath.Join(st.dir, name+".pack"), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		st.pack = &packWriter{name: name, f: f}
+	}
+	if err := st.pack.append(sum, comp); err != nil {
+		return err
+	}
+	st.newObjects++
+	st.storedBytes += int64(len(comp))
+	return nil
 }
 
 func (st *stager) unclaim(sum string) {
@@ -124,7 +149,7 @@ func (st *stager) unclaim(sum string) {
 
 func (st *stager) putStream(w *worker, r io.Reader) (string, int64, error) {
 	name := filepath.Join(st.dir, "s"+strconv.FormatInt(st.seq.Add(1), 10))
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := openRaw(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if err != nil {
 		return "", 0, err
 	}
@@ -160,8 +185,26 @@ func (st *stager) putStream(w *worker, r io.Reader) (string, int64, error) {
 // name in objects/ always holds its whole content), and both are durable
 // before the manifest that references them appears.
 func (st *stager) publish(m *Manifest) (Info, error) {
+	if p := st.pack; p != nil {
+		if err := p.f.Close(); err != nil {
+			return Info{}, err
+		}
+		if err := writeIdx(filepath.Join(st.dir, p.name+".idx"), p.entries); err != nil {
+			return Info{}, fmt.Errorf("write pack index: %w", err)
+		}
+	}
 	if err := st.s.syncFS(st.dir); err != nil {
 		return Info{}, err
+	}
+	if p := st.pack; p != nil {
+		for _, ext := range []string{".pack", ".idx"} { // the pack before its index
+			if err := unix.Rename(filepath.Join(st.dir, p.name+ext), filepath.Join(st.s.packsDir(), p.name+ext)); err != nil {
+				return Info{}, fmt.Errorf("publish pack %s: %w", short(p.name), err)
+			}
+		}
+		if err := st.s.refreshPacks(); err != nil {
+			return Info{}, err
+		}
 	}
 	fans := map[string]bool{}
 	for sum, name := range st.pending {
@@ -172,7 +215,7 @@ func (st *stager) publish(m *Manifest) (Info, error) {
 			}
 			fans[fan] = true
 		}
-		if err := os.Rename(name, st.s.objectPath(sum)); err != nil {
+		if err := unix.Rename(name, st.s.objectPath(sum)); err != nil {
 			return Info{}, fmt.Errorf("publish object %s: %w", short(sum), err)
 		}
 	}
@@ -191,7 +234,7 @@ func (st *stager) publish(m *Manifest) (Info, error) {
 
 // writeNew creates name with data; no fsync, publish flushes all at once.
 func writeNew(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := openRaw(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -36,6 +37,10 @@ type Store struct {
 	// noSync skips syncfs/fsync; only tests that do not test durability
 	// (the fuzzer) set it, to run faster.
 	noSync bool
+
+	packMu   sync.RWMutex
+	packed   map[string]packLoc  // sha256 -> where it sits in a pack
+	packSums map[string][]string // pack name -> its objects
 }
 
 var _ sandbox.SnapshotStore = (*Store)(nil)
@@ -69,11 +74,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, sandbox.Wrap("snapshot: open store", sandbox.ErrInvalid, err)
 	}
-	s := &Store{dir: abs, log: opts.Logger, limits: opts.Limits.withDefaults()}
+	s := &Store{dir: abs, log: opts.Logger, limits: opts.Limits.withDefaults(),
+		packed: map[string]packLoc{}, packSums: map[string][]string{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	for _, d := range []string{abs, s.objectsDir(), s.snapshotsDir(), s.tmpDir()} {
+	for _, d := range []string{abs, s.objectsDir(), s.packsDir(), s.snapshotsDir(), s.tmpDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, sandbox.Wrap("snapshot: open store", nil, fmt.Errorf("create %s: %w", d, err))
 		}
@@ -117,6 +123,11 @@ func (s *Store) lock(ctx context.Context, exclusive bool) (func(), error) {
 	if err := flockCtx(ctx, int(f.Fd()), how); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock store %s: %w", s.dir, err)
+	}
+	// Packs only change under the lock: load what was published since.
+	if err := s.refreshPacks(); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return func() { f.Close() }, nil
 }

@@ -207,8 +207,11 @@ func TestDeleteCollectsOnlyUnreferencedObjects(t *testing.T) {
 	if err := s.Delete(ctx(), b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(s.objectPath(sha([]byte("b's own content")))); !os.IsNotExist(err) {
-		t.Errorf("object only b used still exists (stat err %v)", err)
+	if _, ok := s.lookupPacked(sha([]byte("b's own content"))); ok {
+		t.Error("the object only b used is still in the store")
+	}
+	if packs, _ := filepath.Glob(filepath.Join(s.packsDir(), "*.pack")); len(packs) != 1 {
+		t.Errorf("packs after deleting b: %v, want a's only", packs)
 	}
 	if err := s.Verify(ctx(), a); err != nil {
 		t.Errorf("snapshot a damaged by deleting b: %v", err)
