@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"strconv"
@@ -112,6 +114,9 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 	}
 	mat, err := m.Materialize(ctx, dir, manifest.MaterializeOptions{Base: sc.ManifestBase, Trusted: sc.TrustedManifest, UID: uid, GID: gid})
 	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("agent: materialize manifest into %s (a workspace that already holds the manifest's files: resume its session, or start from an empty directory): %w", dir, err)
+		}
 		return fmt.Errorf("agent: materialize manifest into %s: %w", dir, err)
 	}
 	spec.Mounts = append(spec.Mounts, mat.Mounts...)

@@ -43,6 +43,8 @@ type runFlags struct {
 	allowWeaker  bool
 	asJSON       bool
 	maxTurns     int
+	resume       string
+	saveState    string
 	quiet        bool
 	verbose      bool
 }
@@ -113,6 +115,8 @@ the run or the promotion failed.`,
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the run's result as JSON on stdout instead of the final answer")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
+	fl.StringVar(&f.resume, "resume", "", "resume the session saved in state `FILE` (see --save-state) instead of creating one")
+	fl.StringVar(&f.saveState, "save-state", "", "write the session's state to `FILE` after the run, to --resume it later (keep the workspace with --workspace or --save-snapshot)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what the backend does")
 	return cmd
@@ -214,10 +218,23 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	var resume *sandbox.State
+	if f.resume != "" {
+		data, err := os.ReadFile(f.resume)
+		if err != nil {
+			return fmt.Errorf("run: read session state: %w", err)
+		}
+		st, err := sandbox.UnmarshalState(data)
+		if err != nil {
+			return fmt.Errorf("run: %s: %w", f.resume, err)
+		}
+		resume = &st
+	}
+
 	out := runJSON{Trace: tracePath, PromoteTo: promoteTo}
 	cfg := agent.RunConfig{
 		Sandbox: agent.SandboxConfig{
-			Client: client, Snapshot: f.snapshot, Spec: spec, SaveSnapshot: f.saveSnapshot,
+			Client: client, State: resume, Snapshot: f.snapshot, Spec: spec, SaveSnapshot: f.saveSnapshot,
 			ManifestBase: file.Dir, TrustedManifest: true,
 		},
 		Trace:     tw,
@@ -268,6 +285,17 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	}
 	if res != nil && res.Snapshot != "" {
 		fmt.Fprintf(stderr, "snapshot: %s\n", res.Snapshot)
+	}
+	if f.saveState != "" && res != nil && res.State.ID != "" {
+		data, err := sandbox.MarshalState(res.State)
+		if err == nil {
+			err = os.WriteFile(f.saveState, append(data, '\n'), 0o600)
+		}
+		if err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("save session state to %s: %w", f.saveState, err))
+		} else {
+			fmt.Fprintf(stderr, "state: %s\n", f.saveState)
+		}
 	}
 	fmt.Fprintf(stderr, "trace: %s\n", tracePath)
 	if runErr != nil {
