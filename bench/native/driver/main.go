@@ -1,0 +1,173 @@
+// Command driver measures agentbox's native backend against its peers in
+// one run on this machine and prints a Markdown report:
+//
+//   - cold start: `agentbox exec -- true` against bubblewrap doing
+//     comparable confinement, `unshare` of the same namespaces, and a bare
+//     /bin/true, interleaved round by round; plus the same cold start
+//     through the library in this process, split into Create, Exec, Close;
+//   - exec in a live session: Session.Exec of /bin/true against an os/exec
+//     of it, alternated;
+//   - idle session host memory: PSS of the session's host-side processes;
+//   - many concurrent sessions: failures, wall time, peak host memory.
+//
+// It needs root (the linux backend does) and is normally run by
+// bench/native/run.sh. It re-executes itself as the sessions' init, so it
+// calls linux.Main first.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux"
+)
+
+func main() {
+	linux.Main()
+	var o opts
+	flag.StringVar(&o.agentbox, "agentbox", "bin/agentbox", "the agentbox binary for the command-line runs")
+	flag.StringVar(&o.bwrap, "bwrap", "bwrap", "the bubblewrap binary")
+	flag.StringVar(&o.unshare, "unshare", "unshare", "the util-linux unshare binary")
+	flag.IntVar(&o.coldN, "cold", 50, "cold-start rounds")
+	flag.IntVar(&o.execN, "exec", 500, "exec rounds in a live session")
+	flag.IntVar(&o.sessions, "sessions", 100, "concurrent sessions")
+	flag.StringVar(&o.only, "only", "cold,live,idle,many", "comma-separated sections to run")
+	flag.StringVar(&o.readme, "readme", "", "also write the report into this file between its bench/native markers")
+	noop := flag.Bool("noop", false, "exit at once (the driver's own process start, for the breakdown)")
+	flag.Parse()
+	if *noop {
+		return
+	}
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/native:", err)
+		os.Exit(1)
+	}
+}
+
+type opts struct {
+	agentbox, bwrap, unshare string
+	coldN, execN, sessions   int
+	only, readme             string
+}
+
+func (o opts) want(section string) bool {
+	for _, s := range strings.Split(o.only, ",") {
+		if strings.TrimSpace(s) == section {
+			return true
+		}
+	}
+	return false
+}
+
+// cliSpec is what `agentbox exec` asks for by default, so that the
+// library runs match the command-line ones.
+var cliSpec = sandbox.Spec{Policy: sandbox.Policy{
+	Network:   sandbox.NetworkPolicy{Mode: sandbox.NetworkNone},
+	Resources: sandbox.Resources{MemoryBytes: 1 << 30, Pids: 512},
+}}
+
+func run(o opts, out io.Writer) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the linux backend needs root (euid %d)", os.Geteuid())
+	}
+	ctx := context.Background()
+	c, err := linux.New(linux.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return fmt.Errorf("start the linux backend: %w", err)
+	}
+	r := &results{when: time.Now()}
+	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench/native: "+format+"\n", a...) }
+
+	if o.want("cold") {
+		if o.bwrap, err = lookPath(o.bwrap); err != nil {
+			return err
+		}
+		if o.unshare, err = lookPath(o.unshare); err != nil {
+			return err
+		}
+		ws, err := os.MkdirTemp("", "bench-bwrap-ws-")
+		if err != nil {
+			return fmt.Errorf("create the bwrap workspace: %w", err)
+		}
+		defer os.RemoveAll(ws)
+		if err := os.Chmod(ws, 0o777); err != nil { // bwrap's uid 1000 maps to no host owner
+			return fmt.Errorf("open the bwrap workspace to its sandbox user: %w", err)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this driver: %w", err)
+		}
+		cmds := []command{
+			cAgentbox: {"agentbox exec -- true", []string{o.agentbox, "exec", "--", "true"}},
+			cBwrap:    {"bwrap (comparable confinement) true", bwrapArgs(o.bwrap, ws, "true")},
+			cUnshare:  {"unshare (same namespaces) --fork true", unshareArgs(o.unshare, "true")},
+			cBare:     {"bare /bin/true", []string{"/bin/true"}},
+			cHelp:     {"agentbox --help (its process start and package inits)", []string{o.agentbox, "--help"}},
+			cSelf:     {"driver -noop (a small Go binary's process start)", []string{self, "-noop"}},
+		}
+		progress("cold start, %d interleaved rounds of %d contenders", o.coldN, len(cmds)+1)
+		if r.cold, err = runCold(ctx, o.coldN, cmds, c, cliSpec); err != nil {
+			return fmt.Errorf("cold start: %w", err)
+		}
+	}
+	if o.want("live") {
+		progress("exec in a live session, %d rounds", o.execN)
+		s, err := c.Create(ctx, cliSpec)
+		if err != nil {
+			return fmt.Errorf("create the live session: %w", err)
+		}
+		r.live, err = runLive(ctx, o.execN, s)
+		if cerr := s.Close(ctx); cerr != nil && err == nil {
+			err = fmt.Errorf("close the live session: %w", cerr)
+		}
+		if err != nil {
+			return fmt.Errorf("live exec: %w", err)
+		}
+	}
+	if o.want("idle") {
+		progress("idle session memory")
+		if r.idleCLI, r.cliClient, err = idleCLI(o.agentbox); err != nil {
+			return fmt.Errorf("idle memory through the command line: %w", err)
+		}
+		if r.idleLib, err = idleLib(ctx, c, cliSpec); err != nil {
+			return fmt.Errorf("idle memory through the library: %w", err)
+		}
+	}
+	if o.want("many") {
+		progress("%d concurrent sessions", o.sessions)
+		if r.many, err = runMany(ctx, o.sessions, c, cliSpec); err != nil {
+			return fmt.Errorf("concurrent sessions: %w", err)
+		}
+		progress("%d concurrent agentbox exec", o.sessions)
+		if r.manyCLI, err = runManyCLI(o.sessions, o.agentbox); err != nil {
+			return fmt.Errorf("concurrent agentbox exec: %w", err)
+		}
+	}
+	var buf bytes.Buffer
+	r.write(&buf)
+	if _, err := out.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	if o.readme != "" {
+		return updateReadme(o.readme, buf.Bytes())
+	}
+	return nil
+}
+
+// lookPath resolves a tool for a clear error before any measurement.
+func lookPath(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is not installed: %w", name, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSplice(t *testing.T) {
+	doc := "# Bench\n\n" + beginMarker + "\nold figures\n" + endMarker + "\n\nNotes stay.\n"
+	got, err := splice([]byte(doc), []byte("\nnew table\n\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Bench\n\n" + beginMarker + "\nnew table\n" + endMarker + "\n\nNotes stay.\n"
+	if string(got) != want {
+		t.Errorf("splice =\n%s\nwant\n%s", got, want)
+	}
+	for _, bad := range []string{"no markers", endMarker + beginMarker} {
+		if _, err := splice([]byte(bad), nil); err == nil {
+			t.Errorf("splice(%q): no error", bad)
+		}
+	}
+}
+
+func TestBwrapArgsConfineLikeASession(t *testing.T) {
+	a := strings.Join(bwrapArgs("bwrap", "/ws", "true"), " ")
+	for _, want := range []string{"--unshare-all", "--cap-drop ALL", "--uid 1000", "--proc /proc", "--dev /dev",
+		"--tmpfs /tmp", "--bind /ws /workspace", "--chdir /workspace", "--remount-ro /", "--ro-bind-try /etc/ssl /etc/ssl"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("bwrap arguments lack %q: %s", want, a)
+		}
+	}
+	if !strings.HasSuffix(a, " true") {
+		t.Errorf("bwrap arguments do not end with the command: %s", a)
+	}
+}
+
+func TestUnshareArgsMakeTheSessionsNamespaces(t *testing.T) {
+	got := unshareArgs("unshare", "true")
+	for _, ns := range []string{"--mount", "--pid", "--net", "--ipc", "--uts", "--cgroup", "--fork"} {
+		if !slices.Contains(got, ns) {
+			t.Errorf("unshare arguments lack %s: %v", ns, got)
+		}
+	}
+}
+
+func TestRowsJudgeTheTargets(t *testing.T) {
+	dur := func(ms ...int) series {
+		var s series
+		for _, m := range ms {
+			s.add(time.Duration(m) * time.Millisecond)
+		}
+		return s
+	}
+	cold := &coldResult{}
+	for _, s := range []series{dur(30), dur(20), dur(10), dur(1), dur(5), dur(2)} {
+		cold.cmds = append(cold.cmds, &s)
+	}
+	r := &results{
+		cold:    cold,
+		live:    &liveResult{bare: dur(1), exec: dur(4)},
+		idleCLI: &idleResult{mem: procMem{PSS: 4 << 20}},
+		many:    &manyResult{n: 3},
+	}
+	got := map[string]string{}
+	for _, x := range r.rows() {
+		if x.result != "" {
+			got[x.target] = x.result
+		}
+	}
+	want := map[string]string{"≤ 1.5x bwrap": "pass", "< +2 ms": "**FAIL**", "< 8 MiB": "pass", "0 failures": "pass"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("target %q judged %q, want %q", k, got[k], v)
+		}
+	}
+}
