@@ -1,0 +1,259 @@
+package escapetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux"
+)
+
+// helperDir is the mount point of the helper directory inside every
+// session; helper is the attack binary there.
+const (
+	helperDir = "/opt/escapetest"
+	helper    = helperDir + "/attack"
+)
+
+var (
+	// hostHelperDir holds the attack binary on the host (built once).
+	hostHelperDir string
+	// hostHelper is its host path.
+	hostHelper string
+	buildErr   error
+	// stateDir is the state directory of every client in this package.
+	stateDir string
+
+	// sessions shared between tests, by name, closed after the run.
+	sharedMu   sync.Mutex
+	sharedSess = map[string]sandbox.Session{}
+)
+
+// hostEnvSecret is set in the test process's environment before any
+// session starts; no session may ever see it.
+const hostEnvSecret = "AGENTBOX_ESCAPETEST_HOST_SECRET"
+
+func TestMain(m *testing.M) {
+	linux.Main()
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "agentbox-escapetest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "escapetest:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	stateDir = filepath.Join(dir, "state")
+	hostHelperDir = filepath.Join(dir, "helper")
+	hostHelper = filepath.Join(hostHelperDir, "attack")
+	os.Setenv(hostEnvSecret, hostEnvValue)
+	if os.Geteuid() == 0 {
+		buildErr = buildHelper(hostHelper)
+	}
+	code := m.Run()
+	for name, s := range sharedSess {
+		if err := s.Close(context.Background()); err != nil {
+			fmt.Fprintf(os.Stderr, "escapetest: close the shared session %q: %v\n", name, err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// buildHelper compiles testdata/attack as a static binary at out.
+func buildHelper(out string) error {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	cmd := exec.Command(goTool, "build", "-o", out, "./testdata/attack")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the attack helper with %s: %v\n%s", goTool, err, b)
+	}
+	return nil
+}
+
+// skipOrFail skips a test that this host cannot run, except in CI
+// (CI=true), which runs as root with namespaces and must run them all.
+func skipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true but: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// newClient returns a linux client, or skips when the backend cannot run.
+func newClient(t testing.TB) *linux.Client {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "escape tests need root (the linux backend runs as root)")
+	}
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	c, err := linux.New(linux.Options{StateDir: stateDir})
+	if err != nil {
+		skipOrFail(t, "linux backend unavailable: %v", err)
+	}
+	return c
+}
+
+// withHelper adds the read-only mount of the attack helper to spec.
+func withHelper(spec sandbox.Spec) sandbox.Spec {
+	spec.Mounts = append([]sandbox.Mount{{Source: hostHelperDir, Target: helperDir, ReadOnly: true}}, spec.Mounts...)
+	return spec
+}
+
+// newSession creates a session with the helper mounted, closed when the
+// test ends.
+func newSession(t testing.TB, spec sandbox.Spec) sandbox.Session {
+	t.Helper()
+	c := newClient(t)
+	s, err := c.Create(context.Background(), withHelper(spec))
+	if err != nil {
+		t.Fatalf("create a session: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("close the session: %v", err)
+		}
+	})
+	return s
+}
+
+// hostEnvValue is the value of hostEnvSecret.
+var hostEnvValue = fmt.Sprintf("host-env-secret-%d", time.Now().UnixNano())
+
+// shared is one plain session (the default unprivileged user) for the
+// attacks that do not damage it.
+func shared(t testing.TB) sandbox.Session {
+	t.Helper()
+	return sharedSession(t, "user", sandbox.Spec{})
+}
+
+// rootSession is a shared session whose commands run as uid 0 inside:
+// root without capabilities, the strongest identity a spec can ask for.
+func rootSession(t testing.TB) sandbox.Session {
+	t.Helper()
+	return sharedSession(t, "root", sandbox.Spec{User: "0"})
+}
+
+func sharedSession(t testing.TB, name string, spec sandbox.Spec) sandbox.Session {
+	t.Helper()
+	c := newClient(t)
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if s, ok := sharedSess[name]; ok {
+		return s
+	}
+	s, err := c.Create(context.Background(), withHelper(spec))
+	if err != nil {
+		t.Fatalf("create the shared %s session: %v", name, err)
+	}
+	sharedSess[name] = s
+	return s
+}
+
+// bothUsers are the shared sessions of the default user and of root
+// inside, for attacks that must fail for either.
+func bothUsers(t testing.TB) []namedSession {
+	return []namedSession{{"as the sandbox user", shared(t)}, {"as root inside the sandbox", rootSession(t)}}
+}
+
+type namedSession struct {
+	name string
+	s    sandbox.Session
+}
+
+// enforces reports whether the client enforces part p.
+func enforces(c *linux.Client, p sandbox.Part) bool {
+	for _, e := range c.Enforces() {
+		if e == p {
+			return true
+		}
+	}
+	return false
+}
+
+// execIn runs cmd in s with a timeout and fails the test if it cannot be
+// run at all.
+func execIn(t testing.TB, s sandbox.Session, req sandbox.ExecRequest) sandbox.ExecResult {
+	t.Helper()
+	if req.Timeout == 0 {
+		req.Timeout = 20 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout+10*time.Second)
+	defer cancel()
+	res, err := s.Exec(ctx, req)
+	if err != nil {
+		t.Fatalf("exec %q: %v", req.Cmd, err)
+	}
+	return res
+}
+
+// sh runs a shell command in s.
+func sh(t testing.TB, s sandbox.Session, script string) sandbox.ExecResult {
+	t.Helper()
+	return execIn(t, s, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}})
+}
+
+// attack runs the helper in s and returns the result it reported ("ok"
+// when the attack worked, else the errno name) and its whole output.
+func attack(t testing.TB, s sandbox.Session, args ...string) (string, string) {
+	t.Helper()
+	res := execIn(t, s, sandbox.ExecRequest{Cmd: append([]string{helper}, args...)})
+	return parseResult(t, args, res)
+}
+
+func parseResult(t testing.TB, args []string, res sandbox.ExecResult) (string, string) {
+	t.Helper()
+	out := string(res.Stdout)
+	i := strings.LastIndex(out, "result: ")
+	if res.ExitCode != 0 || i < 0 {
+		t.Fatalf("attack helper %q did not report (exit %d %s): stdout %q stderr %q", args, res.ExitCode, res.Signal, res.Stdout, res.Stderr)
+	}
+	return strings.TrimSpace(out[i+len("result: "):]), out
+}
+
+// mustFail asserts that an attack was stopped, with one of the errnos in
+// want when any are given.
+func mustFail(t testing.TB, s sandbox.Session, want []string, args ...string) string {
+	t.Helper()
+	got, out := attack(t, s, args...)
+	if got == "ok" {
+		t.Fatalf("ESCAPE: attack %q succeeded:\n%s", args, out)
+	}
+	if len(want) > 0 && !contains(want, got) {
+		t.Errorf("attack %q failed with %s, want %s (a different wall than expected stopped it):\n%s", args, got, strings.Join(want, " or "), out)
+	}
+	return got
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// secret is a unique string for one test, to plant and look for.
+func secret(t testing.TB) string {
+	return fmt.Sprintf("agentbox-escapetest-secret-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+}

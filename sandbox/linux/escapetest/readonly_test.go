@@ -1,0 +1,97 @@
+package escapetest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func TestWritingAReadOnlyMountFails(t *testing.T) {
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	ws := filepath.Join(base, "workspace")
+	if err := os.Mkdir(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(ws, 0o777)
+	os.Chown(ws, 1000, 1000)
+	targets := []struct {
+		name, inside string
+		fx           *readOnlyFixture
+	}{
+		{"a read-only mount inside the workspace", "/workspace/data", newReadOnlyFixture(t, filepath.Join(base, "data"))},
+		{"a read-only mount under /mnt", "/mnt/ro", newReadOnlyFixture(t, filepath.Join(base, "mnt"))},
+		{"a read-only policy path of the workspace", "/workspace/inputs", newReadOnlyFixture(t, filepath.Join(ws, "inputs"))},
+	}
+	s := newSession(t, sandbox.Spec{
+		Workspace: ws,
+		Mounts: []sandbox.Mount{
+			{Source: targets[0].fx.dir, Target: targets[0].inside, ReadOnly: true},
+			{Source: targets[1].fx.dir, Target: targets[1].inside, ReadOnly: true},
+		},
+		Policy: sandbox.Policy{Filesystem: sandbox.FilesystemPolicy{ReadOnly: []string{targets[2].inside}}},
+	})
+	if r := sh(t, s, "echo decoy > /workspace/decoy && id -u"); r.ExitCode != 0 || string(r.Stdout) != "1000\n" {
+		t.Fatalf("set-up: exit %d %q %q", r.ExitCode, r.Stdout, r.Stderr)
+	}
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			in := tg.inside
+			f := in + "/input.csv"
+			if r := sh(t, s, "cat "+f); r.ExitCode != 0 {
+				t.Fatalf("the read-only file is not readable: %s", r.Stderr)
+			}
+			helperCases := []struct {
+				name string
+				want []string
+				args []string
+			}{
+				{"overwriting a file", []string{"EROFS"}, []string{"write", f, "pwned"}},
+				{"creating a file", []string{"EROFS"}, []string{"write", in + "/new", "pwned"}},
+				{"creating a file in a subdirectory", []string{"EROFS"}, []string{"write", in + "/sub/new", "pwned"}},
+				{"reopening a read-only descriptor for writing through /proc/self/fd", []string{"EROFS"}, []string{"reopen-rw", f}},
+				{"setting an extended attribute", []string{"EROFS"}, []string{"setxattr", f}},
+				{"remounting it read-write", []string{"EPERM"}, []string{"remount-rw", in}},
+				{"clearing its read-only flag with mount_setattr", []string{"EPERM"}, []string{"mount-setattr-rw", in}},
+				{"unmounting it to reach what is below", []string{"EPERM"}, []string{"umount", in}},
+				{"binding a writable directory over it", []string{"EPERM"}, []string{"mount-bind", "/tmp", in}},
+			}
+			for _, c := range helperCases {
+				t.Run(c.name+" fails", func(t *testing.T) {
+					got := mustFail(t, s, c.want, c.args...)
+					t.Logf("stopped with %s", got)
+				})
+			}
+			shellCases := []struct{ name, script string }{
+				{"appending to a file", "echo pwned >> " + f},
+				{"truncating a file", "truncate -s 0 " + f},
+				{"making a directory", "mkdir " + in + "/newdir"},
+				{"chmod", "chmod 0777 " + f},
+				{"chown to oneself", "chown 1000:1000 " + f},
+				{"touching the mtime", "touch -d 2001-01-01 " + f},
+				{"renaming a file inside it", "mv " + f + " " + in + "/renamed"},
+				{"renaming a workspace file over a file", "mv -f /workspace/decoy " + f},
+				{"moving a file out of it", "mv " + f + " /workspace/moved"},
+				{"unlinking a file", "rm -f " + f},
+				{"removing a directory tree", "rm -rf " + in + "/sub"},
+				{"hard linking a file out and writing the link", "ln " + f + " /workspace/hardlink && echo pwned >> /workspace/hardlink"},
+				{"symlinking over a file", "ln -sf /etc/passwd " + f},
+			}
+			for _, c := range shellCases {
+				t.Run(c.name+" fails", func(t *testing.T) {
+					r := sh(t, s, c.script)
+					if r.ExitCode == 0 {
+						t.Errorf("%q succeeded inside: %q", c.script, r.Stdout)
+					}
+					t.Logf("exit %d: %s", r.ExitCode, r.Stderr)
+				})
+			}
+			if r := sh(t, s, "echo decoy > /workspace/decoy"); r.ExitCode != 0 {
+				t.Fatalf("restore the decoy: %s", r.Stderr)
+			}
+			tg.fx.assertUnchanged(t)
+		})
+	}
+}
