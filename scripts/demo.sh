@@ -12,7 +12,4 @@ bin/agentbox run \
 	--trace "$trace" \
 	--promote-to "$out" \
 	"Reconcile the client's bank statement against the ledger and the invoice list; write output/report.md and output/discrepancies.json."
-echo
-echo "promoted report: $out/output/report.md"
-echo "provenance:      $out/agentbox-provenance.json"
-echo "trace:           $trace   (agentbox trace show $trace)"
+echo "timeline: bin/agentbox trace show $trace"
