@@ -36,8 +36,13 @@ A backend refuses a policy that needs a part it does not enforce, unless
 
 type backendReport struct {
 	Enforces []sandbox.Part `json:"enforces,omitempty"`
+	Notes    []string       `json:"notes,omitempty"`
 	Error    string         `json:"error,omitempty"`
 }
+
+// noter is implemented by backends that can say how they enforce each part
+// on this host (cgroup version, landlock ABI, ...).
+type noter interface{ Notes() []string }
 
 func printBackends(w io.Writer, asJSON bool) error {
 	names := make([]string, 0, len(backends))
@@ -53,7 +58,11 @@ func printBackends(w io.Writer, asJSON bool) error {
 			reports[n] = backendReport{Error: err.Error()}
 			continue
 		}
-		reports[n] = backendReport{Enforces: c.Enforces()}
+		r := backendReport{Enforces: c.Enforces()}
+		if nc, ok := c.(noter); ok {
+			r.Notes = nc.Notes()
+		}
+		reports[n] = r
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -84,8 +93,15 @@ func printBackends(w io.Writer, asJSON bool) error {
 		return err
 	}
 	for _, n := range names {
-		if r := reports[n]; r.Error != "" {
-			fmt.Fprintf(w, "%s: unavailable: %s\n", n, r.Error)
+		r := reports[n]
+		if r.Error != "" {
+			fmt.Fprintf(w, "\n%s: unavailable: %s\n", n, r.Error)
+		}
+		if len(r.Notes) > 0 {
+			fmt.Fprintf(w, "\n%s:\n", n)
+			for _, note := range r.Notes {
+				fmt.Fprintf(w, "  %s\n", note)
+			}
 		}
 	}
 	return nil
