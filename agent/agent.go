@@ -1,11 +1,3 @@
-// Package agent is agentbox's agent harness: a SandboxAgent (instructions,
-// workspace manifest, capabilities, model) and a Runner that binds the
-// model's tool calls to a confined sandbox session, turn by turn, until a
-// final answer.
-//
-// It follows the shape of the OpenAI Agents SDK's sandbox agents: the
-// capabilities Shell, Filesystem, Skills and Compaction each contribute an
-// instruction fragment and tools bound to the live session.
 package agent
 
 import (

@@ -1,0 +1,61 @@
+// Package agent is agentbox's agent harness: a SandboxAgent (instructions,
+// workspace manifest, capabilities, model) and a Runner that binds the
+// model's tool calls to a confined sandbox session, turn by turn, until a
+// final answer.
+//
+// It follows the shape of the OpenAI Agents SDK's sandbox agents: the
+// capabilities Shell, Filesystem, Skills and Compaction each contribute an
+// instruction fragment and tools bound to the live session; custom tools
+// are plain FunctionTools in a Functions capability.
+//
+// # Where a run works
+//
+// Runner.Run resolves its session in this order: RunConfig.Sandbox.Session
+// (the caller's live session, never closed by the runner), then
+// Sandbox.State (Client.Resume), then a fresh session from Sandbox.Client,
+// seeded from Sandbox.Snapshot when set, with the manifest materialized
+// into its workspace first. Whatever happens (answer, error, cancellation)
+// the runner then runs BeforeClose (on success: artifact promotion), ends
+// the shell's background processes, snapshots the workspace when
+// SaveSnapshot is set, and closes the session it created or resumed.
+//
+// # Instructions
+//
+// The system prompt is built in a fixed order: SandboxPrompt (or the
+// agent's BaseInstructions), the agent's Instructions, each capability's
+// fragment, then a tree of the workspace listed through the session.
+//
+// # Agent files
+//
+// LoadFile reads an agent.yaml strictly (unknown keys are errors); every
+// relative path in it resolves against the file's directory:
+//
+//	name: reconcile-auditor
+//	instructions: |
+//	  ...
+//	base_instructions: ...        # replaces the built-in sandbox prompt
+//	manifest: manifest.yaml       # or an inline manifest mapping
+//	capabilities:                 # default: filesystem, shell, compaction
+//	  - shell: {timeout: 30s, max_timeout: 10m, max_processes: 8}
+//	  - filesystem: {max_read_lines: 2000, max_image: 5M}
+//	  - skills: {dir: skills}     # dir/*/SKILL.md with name/description front matter
+//	  - compaction: {max_tokens: 24000, keep_last: 4}
+//	model: {provider: openai-responses|openai-chat|scripted, name: gpt-4.1, base_url: ..., plan: plan.yaml}
+//	settings: {temperature: 0, top_p: 1, max_output_tokens: 2000, tool_choice: auto}
+//	max_turns: 20
+//	run_as: "1000:1000"
+//	policy:
+//	  network: none               # or host, or a list of allowed hosts
+//	  memory: 512M
+//	  pids: 256
+//	  cpus: 1.5
+//	  timeout: 60s                # per command
+//	  session_timeout: 10m
+//	  disk: 1G
+//	  output: 1M
+//	  read_only: [/workspace/statements]
+//	  deny: [/workspace/secret]
+//	approvals:
+//	  - {tool: exec_command, match: '\brm\b'}
+//	artifacts: {rules: rules.yaml, to: promoted}
+package agent
