@@ -98,8 +98,10 @@ func newTag() string {
 	return hex.EncodeToString(b[:])
 }
 
-// start creates and attaches an exec for req (already validated).
-func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process, error) {
+// start creates and attaches an exec for req (already validated). Without
+// withStdin the exec gets no standard input (EOF at once), which spares
+// the engine a stdin stream: Exec uses it when the request has no Stdin.
+func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin bool) (*process, error) {
 	if req.Workdir != "" && !path.IsAbs(req.Workdir) {
 		if _, err := sandbox.ResolveWorkspacePath(s.spec.Workdir, req.Workdir); err != nil {
 			return nil, err
@@ -115,7 +117,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 		Env:          envList(req.Env),
 		WorkingDir:   s.workdirOf(req.Workdir),
 		TTY:          req.TTY,
-		AttachStdin:  true,
+		AttachStdin:  withStdin,
 		AttachStdout: true,
 		AttachStderr: true,
 	}
@@ -140,7 +142,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 	if s.proxy != nil {
 		p.denials0 = len(s.proxy.Denials())
 	}
-	p.stdin = &stdinWriter{conn: &att.HijackedResponse, tty: req.TTY}
+	p.stdin = &stdinWriter{conn: &att.HijackedResponse, tty: req.TTY, closed: !withStdin}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	p.stdout, p.stderr = outR, errR

@@ -73,7 +73,13 @@ func (s *session) live() error {
 
 // Exec runs a command to completion (Start + sandbox.Collect).
 func (s *session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	p, err := s.Start(ctx, req)
+	if err := req.Validate(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	if err := s.live(); err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	p, err := s.start(ctx, req, req.Stdin != nil)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -88,7 +94,7 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	return s.start(ctx, req)
+	return s.start(ctx, req, true)
 }
 
 // execError classifies a failed exec call: a container that is gone or
