@@ -180,3 +180,33 @@ func TestHundredConcurrentSessions(t *testing.T) {
 	t.Logf("%d sessions created and exec'd in %s; their inits' PSS total %.1f MiB (%.2f MiB each); all closed after %s",
 		len(all), up.Round(time.Millisecond), float64(pss)/(1<<20), float64(pss)/(1<<20)/float64(max(len(all), 1)), time.Since(start).Round(time.Millisecond))
 }
+
+// BenchmarkExecOverBare alternates a bare fork/exec of /bin/true with an
+// Exec of it in a live session, so that both see the same machine load,
+// and reports each median and their difference.
+func BenchmarkExecOverBare(b *testing.B) {
+	c := newTestClient(b)
+	s := newTestSession(b, c, sandbox.Spec{})
+	var bare, sess []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Files: []uintptr{0, 1, 2}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		bare = append(bare, time.Since(t))
+		t = time.Now()
+		if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
+			b.Fatal(err)
+		}
+		sess = append(sess, time.Since(t))
+	}
+	slices.Sort(bare)
+	slices.Sort(sess)
+	pb, ps := bare[len(bare)/2], sess[len(sess)/2]
+	b.ReportMetric(float64(pb.Microseconds()), "bare-p50-µs")
+	b.ReportMetric(float64(ps.Microseconds()), "exec-p50-µs")
+	b.ReportMetric(float64((ps - pb).Microseconds()), "overhead-p50-µs")
+}

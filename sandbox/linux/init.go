@@ -106,7 +106,11 @@ func prepareInit(cfg *initConfig) (*initState, error) {
 		return nil, err
 	}
 	st := &initState{cfg: cfg, sp: sp, report: report, waiters: map[int]chan syscall.WaitStatus{}}
-	go st.reap()
+	// Subscribe before the first command can exist: a SIGCHLD delivered
+	// before signal.Notify would be lost, and its command never reaped.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGCHLD)
+	go st.reap(sigs)
 	return st, nil
 }
 
@@ -134,10 +138,16 @@ func setRlimits(cfg *initConfig) error {
 
 // reap collects every child (the init is pid 1: orphans land here too)
 // and hands the status of a command to whoever waits for it.
-func (st *initState) reap() {
-	ch := make(chan os.Signal, 16)
-	signal.Notify(ch, unix.SIGCHLD)
-	for range ch {
+func (st *initState) reap(sigs <-chan os.Signal) {
+	// A slow sweep backs the signal up (signals coalesce; nothing may
+	// ever wait forever on a missed one).
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-sigs:
+		case <-tick.C:
+		}
 		st.mu.Lock()
 		for {
 			var ws unix.WaitStatus
