@@ -84,7 +84,7 @@ func run(o opts, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("start the linux backend: %w", err)
 	}
-	r := &results{when: time.Now()}
+	r := &results{when: time.Now(), loadStart: loadAvg()}
 	progress := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "bench/native: "+format+"\n", a...) }
 
 	if o.want("cold") {
@@ -152,6 +152,7 @@ func run(o opts, out io.Writer) error {
 			return fmt.Errorf("concurrent agentbox exec: %w", err)
 		}
 	}
+	r.took = time.Since(r.when)
 	var buf bytes.Buffer
 	r.write(&buf)
 	if _, err := out.Write(buf.Bytes()); err != nil {

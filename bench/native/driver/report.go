@@ -26,6 +26,8 @@ func verdict(ok bool) string {
 // results gathers every measurement of one run.
 type results struct {
 	when      time.Time
+	took      time.Duration
+	loadStart string
 	cold      *coldResult
 	coldNames []string // agentbox exec, bwrap, unshare, bare, binary starts
 	live      *liveResult
@@ -96,7 +98,8 @@ func (r *results) rows() []row {
 // write prints the Markdown report: the machine, the summary table, every
 // series, and where the time and memory go.
 func (r *results) write(w io.Writer) {
-	fmt.Fprintf(w, "Machine: %d cores (%s), kernel %s, %s; run %s.\n\n", runtime.NumCPU(), cpuModel(), kernel(), memTotal(), r.when.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "Machine: %d cores (%s), kernel %s, %s; run %s, %s; load average %s at the start, %s at the end.\n\n",
+		runtime.NumCPU(), cpuModel(), kernel(), memTotal(), r.when.UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second), r.loadStart, loadAvg())
 	fmt.Fprintln(w, "| measurement | agentbox | peer | ratio | target | result |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, x := range r.rows() {
@@ -152,6 +155,19 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// loadAvg is the 1-minute load average: on a shared machine it says how
+// much the figures were disturbed.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 func kernel() string {
