@@ -13,7 +13,8 @@ import (
 
 // The run command is tested end to end: the agentbox binary is built once
 // and run as a subprocess, because the linux backend re-executes it as the
-// sandbox init (a test binary cannot play that part).
+// sandbox init (a test binary cannot play that part). AGENTBOX_BIN names
+// a prebuilt binary to use instead.
 var (
 	buildOnce sync.Once
 	binPath   string
@@ -23,6 +24,10 @@ var (
 func agentboxBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if p := os.Getenv("AGENTBOX_BIN"); p != "" {
+			binPath = p // CI builds the binary once for every suite
+			return
+		}
 		dir, err := os.MkdirTemp("", "agentbox-run-test-")
 		if err != nil {
 			buildErr = err
@@ -218,6 +223,20 @@ func TestRunPromotesOutputsInTheLinuxSandbox(t *testing.T) {
 			t.Fatalf("destination exists after a refused promotion: %v", err)
 		}
 	})
+}
+
+func TestRunResumesASavedSession(t *testing.T) {
+	linuxBackend(t)
+	dir := agentDir(t, "3 rows", false)
+	ws, state := filepath.Join(dir, "ws"), filepath.Join(dir, "state.json")
+	if _, stderr, code := runCLI(t, "run", "-q", "--agent", filepath.Join(dir, "agent.yaml"), "--workspace", ws, "--save-state", state, "--trace", filepath.Join(dir, "1.jsonl"), "count"); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	plan2 := writeFile(t, "steps:\n  - call: {tool: read_file, arguments: {path: output/report.md}}\n  - final: \"{{output:1}}\"\n")
+	stdout, stderr, code := runCLI(t, "run", "-q", "--agent", filepath.Join(dir, "agent.yaml"), "--resume", state, "--plan", plan2, "--trace", filepath.Join(dir, "2.jsonl"), "read it back")
+	if code != 0 || !strings.Contains(stdout, "3 rows") {
+		t.Fatalf("resumed run: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
 }
 
 func writeFile(t *testing.T, content string) string {
