@@ -1,8 +1,11 @@
 package escapetest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +109,7 @@ func newClient(t testing.TB) *linux.Client {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	c, err := linux.New(linux.Options{StateDir: stateDir})
+	c, err := linux.New(linux.Options{StateDir: stateDir, Logger: backendLog.logger()})
 	if err != nil {
 		skipOrFail(t, "linux backend unavailable: %v", err)
 	}
@@ -230,6 +233,79 @@ func parseResult(t testing.TB, args []string, res sandbox.ExecResult) (string, s
 	return strings.TrimSpace(out[i+len("result: "):]), out
 }
 
+// batch runs several attacks in one helper process (one exec instead of
+// many) and returns each one's result and output, in order.
+func batch(t testing.TB, s sandbox.Session, list [][]string) []outcome {
+	t.Helper()
+	args := []string{helper, "batch"}
+	for _, a := range list {
+		args = append(args, strings.Join(a, " "))
+	}
+	res := execIn(t, s, sandbox.ExecRequest{Cmd: args})
+	parts := strings.Split(string(res.Stdout), "=== ")
+	if res.ExitCode != 0 || len(parts) != len(list)+1 {
+		t.Fatalf("attack batch did not report (exit %d %s): stdout %q stderr %q", res.ExitCode, res.Signal, res.Stdout, res.Stderr)
+	}
+	out := make([]outcome, len(list))
+	for i, p := range parts[1:] {
+		_, body, _ := strings.Cut(p, "\n")
+		j := strings.LastIndex(body, "result: ")
+		if j < 0 {
+			t.Fatalf("attack %q did not report: %q", list[i], body)
+		}
+		out[i] = outcome{args: list[i], got: strings.TrimSpace(body[j+len("result: "):]), out: body}
+	}
+	return out
+}
+
+// shBatch runs several shell snippets in one exec, each in its own
+// subshell, and returns each one's exit status and output.
+func shBatch(t testing.TB, s sandbox.Session, scripts []string) []shOutcome {
+	t.Helper()
+	var b strings.Builder
+	for i, sc := range scripts {
+		fmt.Fprintf(&b, "out=$( (%s) 2>&1 ); echo \"=== %d $?\"; printf '%%s\\n' \"$out\"\n", sc, i)
+	}
+	res := sh(t, s, b.String())
+	parts := strings.Split(string(res.Stdout), "=== ")
+	if len(parts) != len(scripts)+1 {
+		t.Fatalf("shell batch did not report each snippet (exit %d): %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	out := make([]shOutcome, len(scripts))
+	for i, p := range parts[1:] {
+		head, body, _ := strings.Cut(p, "\n")
+		var n, code int
+		fmt.Sscanf(head, "%d %d", &n, &code)
+		out[i] = shOutcome{code: code, out: strings.TrimSpace(body)}
+	}
+	return out
+}
+
+type shOutcome struct {
+	code int
+	out  string
+}
+
+// outcome is one attack's report.
+type outcome struct {
+	args []string
+	got  string // "ok" or the errno name
+	out  string
+}
+
+// failed asserts that the attack was stopped, with one of the errnos in
+// want when any are given.
+func (o outcome) failed(t testing.TB, want ...string) {
+	t.Helper()
+	if o.got == "ok" {
+		t.Fatalf("ESCAPE: attack %q succeeded:\n%s", o.args, o.out)
+	}
+	if len(want) > 0 && !contains(want, o.got) {
+		t.Errorf("attack %q failed with %s, want %s (a different wall than expected stopped it):\n%s", o.args, o.got, strings.Join(want, " or "), o.out)
+	}
+	t.Logf("stopped with %s", o.got)
+}
+
 // mustFail asserts that an attack was stopped, with one of the errnos in
 // want when any are given.
 func mustFail(t testing.TB, s sandbox.Session, want []string, args ...string) string {
@@ -256,4 +332,47 @@ func contains(list []string, s string) bool {
 // secret is a unique string for one test, to plant and look for.
 func secret(t testing.TB) string {
 	return fmt.Sprintf("agentbox-escapetest-secret-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+}
+
+// assertRefused checks that a backend which does not enforce part refuses
+// a spec that needs it, naming the part: that is the correct answer to an
+// attack the host cannot stop.
+func assertRefused(t *testing.T, spec sandbox.Spec, part sandbox.Part) {
+	t.Helper()
+	c := newClient(t)
+	s, err := c.Create(context.Background(), withHelper(spec))
+	if err == nil {
+		s.Close(context.Background())
+		t.Fatalf("the backend does not list %s in Enforces but created a session that needs it", part)
+	}
+	if !errors.Is(err, sandbox.ErrPolicyUnsupported) || !strings.Contains(err.Error(), string(part)) {
+		t.Fatalf("create = %v, want ErrPolicyUnsupported naming %s", err, part)
+	}
+	t.Logf("this host cannot enforce %s; the backend refuses it: %v", part, err)
+}
+
+// backendLog collects what every client logs (warnings such as egress
+// refusals), so that tests can look for a denial there and the test
+// output stays quiet.
+var backendLog lockedBuffer
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -51,16 +51,18 @@ func TestReadingAHostFileOutsideTheWorkspaceFails(t *testing.T) {
 		{"the session's own host state file", stateJSON, `"init_pid"`},
 	}
 	for _, who := range bothUsers(t) {
+		var list [][]string
 		for _, tc := range cases {
+			list = append(list, []string{"read", tc.path})
+		}
+		results := batch(t, who.s, list)
+		for i, tc := range cases {
 			t.Run(who.name+"/"+tc.name, func(t *testing.T) {
-				got, out := attack(t, who.s, "read", tc.path)
-				if tc.secret != "" && strings.Contains(out, tc.secret) {
-					t.Fatalf("ESCAPE: read the host's %s from inside:\n%s", tc.path, out)
+				o := results[i]
+				if tc.secret != "" && strings.Contains(o.out, tc.secret) {
+					t.Fatalf("ESCAPE: read the host's %s from inside:\n%s", tc.path, o.out)
 				}
-				if got == "ok" && tc.path != "/etc/shadow" {
-					t.Fatalf("ESCAPE: %s is readable inside:\n%s", tc.path, out)
-				}
-				t.Logf("stopped with %s", got)
+				o.failed(t)
 			})
 		}
 	}

@@ -58,10 +58,14 @@ func TestWritingAReadOnlyMountFails(t *testing.T) {
 				{"unmounting it to reach what is below", []string{"EPERM"}, []string{"umount", in}},
 				{"binding a writable directory over it", []string{"EPERM"}, []string{"mount-bind", "/tmp", in}},
 			}
+			var list [][]string
 			for _, c := range helperCases {
+				list = append(list, c.args)
+			}
+			results := batch(t, s, list)
+			for i, c := range helperCases {
 				t.Run(c.name+" fails", func(t *testing.T) {
-					got := mustFail(t, s, c.want, c.args...)
-					t.Logf("stopped with %s", got)
+					results[i].failed(t, c.want...)
 				})
 			}
 			shellCases := []struct{ name, script string }{
@@ -79,13 +83,18 @@ func TestWritingAReadOnlyMountFails(t *testing.T) {
 				{"hard linking a file out and writing the link", "ln " + f + " /workspace/hardlink && echo pwned >> /workspace/hardlink"},
 				{"symlinking over a file", "ln -sf /etc/passwd " + f},
 			}
+			var scripts []string
 			for _, c := range shellCases {
+				scripts = append(scripts, c.script)
+			}
+			shResults := shBatch(t, s, scripts)
+			for i, c := range shellCases {
 				t.Run(c.name+" fails", func(t *testing.T) {
-					r := sh(t, s, c.script)
-					if r.ExitCode == 0 {
-						t.Errorf("%q succeeded inside: %q", c.script, r.Stdout)
+					r := shResults[i]
+					if r.code == 0 {
+						t.Errorf("%q succeeded inside: %q", c.script, r.out)
 					}
-					t.Logf("exit %d: %s", r.ExitCode, r.Stderr)
+					t.Logf("exit %d: %s", r.code, r.out)
 				})
 			}
 			if r := sh(t, s, "echo decoy > /workspace/decoy"); r.ExitCode != 0 {

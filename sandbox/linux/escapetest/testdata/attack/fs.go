@@ -135,6 +135,62 @@ func init() {
 		return unix.EBADF
 	})
 
+	// openat-leaked reads RELPATH relative to every inherited directory
+	// descriptor: a leaked host directory leads anywhere below it.
+	register("openat-leaked", func(a []string) error {
+		need(a, 1, "openat-leaked RELPATH")
+		err := error(unix.EBADF)
+		for fd := 3; fd < 1024; fd++ {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				continue
+			}
+			f, oerr := unix.Openat(fd, a[0], unix.O_RDONLY, 0)
+			if oerr != nil {
+				fmt.Printf("fd %d: %v\n", fd, oerr)
+				err = oerr
+				continue
+			}
+			b := make([]byte, 4096)
+			n, _ := unix.Read(f, b)
+			unix.Close(f)
+			fmt.Printf("fd %d: content: %q\n", fd, b[:n])
+			return nil
+		}
+		return err
+	})
+	// abuse-leaked lists every inherited directory descriptor and
+	// overwrites every inherited regular file descriptor: landlock checks
+	// paths when they are opened, not descriptors opened outside.
+	register("abuse-leaked", func(a []string) error {
+		err := error(unix.EBADF)
+		for fd := 3; fd < 1024; fd++ {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) != nil {
+				continue
+			}
+			switch st.Mode & unix.S_IFMT {
+			case unix.S_IFDIR:
+				buf := make([]byte, 8192)
+				n, derr := unix.Getdents(fd, buf)
+				if derr != nil {
+					err = derr
+					continue
+				}
+				_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+				fmt.Printf("fd %d lists: %v\n", fd, names)
+				err = nil
+			case unix.S_IFREG:
+				if _, werr := unix.Pwrite(fd, []byte("pwned"), 0); werr != nil {
+					err = werr
+					continue
+				}
+				fmt.Printf("fd %d: overwritten\n", fd)
+				err = nil
+			}
+		}
+		return err
+	})
 	register("mount-tmpfs", func(a []string) error {
 		need(a, 1, "mount-tmpfs DIR")
 		return unix.Mount("none", a[0], "tmpfs", 0, "size=1m")

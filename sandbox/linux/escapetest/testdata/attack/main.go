@@ -38,12 +38,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: attack NAME [ARGS...]; names:", strings.Join(names, " "))
 		os.Exit(2)
 	}
-	f, ok := attacks[os.Args[1]]
+	if os.Args[1] == "batch" {
+		// batch runs several attacks in this one process, each given as
+		// one argument of space-separated words, each report preceded by
+		// a line "=== N".
+		for i, words := range os.Args[2:] {
+			fmt.Printf("=== %d\n", i)
+			run(strings.Fields(words))
+		}
+		return
+	}
+	run(os.Args[1:])
+}
+
+func run(args []string) {
+	f, ok := attacks[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "attack: unknown attack %q\n", os.Args[1])
+		fmt.Fprintf(os.Stderr, "attack: unknown attack %q\n", args[0])
 		os.Exit(2)
 	}
-	err := f(os.Args[2:])
+	err := f(args[1:])
 	fmt.Printf("result: %s\n", errName(err))
 }
 

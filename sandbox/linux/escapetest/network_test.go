@@ -1,0 +1,203 @@
+package escapetest
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// hostListener accepts TCP connections on addr in the test process,
+// greets each with a secret and counts them.
+type hostListener struct {
+	ln       net.Listener
+	port     string
+	greeting string
+	accepted atomic.Int64
+}
+
+func listenOnHost(t *testing.T, network, addr string) *hostListener {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatalf("listen on the host's %s: %v", addr, err)
+	}
+	h := &hostListener{ln: ln, greeting: secret(t)}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		h.port = strconv.Itoa(a.Port)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.accepted.Add(1)
+			fmt.Fprintln(c, h.greeting)
+			c.Close()
+		}
+	}()
+	return h
+}
+
+// hostAddrs are the host's own non-loopback IPv4 addresses.
+func hostAddrs(t *testing.T) []string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			out = append(out, n.IP.String())
+		}
+	}
+	return out
+}
+
+// connectFails asserts that a connection attempt from inside failed and
+// did not receive the host's greeting.
+func connectFails(t *testing.T, s sandbox.Session, h *hostListener, want []string, args ...string) {
+	t.Helper()
+	got, out := attack(t, s, args...)
+	if h != nil && strings.Contains(out, h.greeting) {
+		t.Fatalf("ESCAPE: %q reached the host's listener:\n%s", args, out)
+	}
+	if got == "ok" {
+		t.Fatalf("ESCAPE: %q connected to something:\n%s", args, out)
+	}
+	if len(want) > 0 && !contains(want, got) {
+		t.Errorf("%q failed with %s, want %s", args, got, strings.Join(want, " or "))
+	}
+	t.Logf("stopped with %s", got)
+}
+
+func TestReachingAListenerOnTheHostLoopbackFails(t *testing.T) {
+	s := shared(t)
+	lo := listenOnHost(t, "tcp4", "127.0.0.1:0")
+	any := listenOnHost(t, "tcp4", "0.0.0.0:0")
+	lo6 := listenOnHost(t, "tcp6", "[::1]:0")
+	abstract := "@agentbox-escapetest-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ab := listenOnHost(t, "unix", abstract)
+
+	t.Run("127.0.0.1", func(t *testing.T) {
+		connectFails(t, s, lo, []string{"ECONNREFUSED"}, "connect", "127.0.0.1:"+lo.port)
+	})
+	t.Run("localhost by name", func(t *testing.T) {
+		connectFails(t, s, lo, nil, "connect", "localhost:"+lo.port)
+	})
+	t.Run("a listener on every host address, through loopback", func(t *testing.T) {
+		connectFails(t, s, any, []string{"ECONNREFUSED"}, "connect", "127.0.0.1:"+any.port)
+	})
+	t.Run("::1", func(t *testing.T) {
+		connectFails(t, s, lo6, []string{"ECONNREFUSED", "EADDRNOTAVAIL", "ENETUNREACH"}, "connect", "[::1]:"+lo6.port)
+	})
+	for _, ip := range hostAddrs(t) {
+		t.Run("the host's address "+ip, func(t *testing.T) {
+			connectFails(t, s, any, []string{"ENETUNREACH"}, "connect", net.JoinHostPort(ip, any.port))
+		})
+	}
+	t.Run("an abstract unix socket of the host", func(t *testing.T) {
+		connectFails(t, s, ab, []string{"ECONNREFUSED"}, "connect-unix", abstract)
+	})
+	t.Run("the only interface is loopback", func(t *testing.T) {
+		r := sh(t, s, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+		if got := strings.TrimSpace(string(r.Stdout)); got != "lo" {
+			t.Errorf("interfaces inside = %q, want only lo", got)
+		}
+	})
+	for _, h := range []*hostListener{lo, any, lo6, ab} {
+		if n := h.accepted.Load(); n != 0 {
+			t.Errorf("ESCAPE: a host listener accepted %d connections from the sandbox", n)
+		}
+	}
+}
+
+func TestReachingAnUnlistedHostThroughTheProxyFails(t *testing.T) {
+	c := newClient(t)
+	spec := sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
+		Mode: sandbox.NetworkAllowList, Allow: []string{"allowed.test"},
+	}}}
+	if !enforces(c, sandbox.PartNetworkAllowList) {
+		assertRefused(t, spec, sandbox.PartNetworkAllowList)
+		return
+	}
+	s := newSession(t, spec)
+	lo := listenOnHost(t, "tcp4", "127.0.0.1:0")
+	any := listenOnHost(t, "tcp4", "0.0.0.0:0")
+	cases := []struct {
+		name   string
+		args   []string
+		denied string // the host the refusal must name in Violations
+	}{
+		{"CONNECT to an unlisted host", []string{"proxy-connect", "denied.test:443"}, "denied.test"},
+		{"plain HTTP to an unlisted host", []string{"proxy-get", "http://denied.test/"}, "denied.test"},
+		{"CONNECT to a listed host on an unlisted port", []string{"proxy-connect", "allowed.test:22"}, "allowed.test"},
+		{"CONNECT to a name that only starts with the listed one", []string{"proxy-connect", "allowed.test.evil.example:443"}, "allowed.test.evil.example"},
+		{"CONNECT to a name that only ends with the listed one", []string{"proxy-connect", "notallowed.test:443"}, "notallowed.test"},
+		{"CONNECT to the host's loopback listener", []string{"proxy-connect", "127.0.0.1:" + lo.port}, "127.0.0.1"},
+		{"CONNECT to localhost", []string{"proxy-connect", "localhost:" + lo.port}, "localhost"},
+		{"plain HTTP to the host's loopback with the listed Host header", []string{"proxy-get", "http://127.0.0.1:" + lo.port + "/", "allowed.test"}, "127.0.0.1"},
+		{"CONNECT to the cloud metadata address", []string{"proxy-connect", "169.254.169.254:80"}, "169.254.169.254"},
+	}
+	for _, ip := range hostAddrs(t) {
+		cases = append(cases, struct {
+			name   string
+			args   []string
+			denied string
+		}{"CONNECT to the host's address " + ip, []string{"proxy-connect", net.JoinHostPort(ip, any.port)}, ip})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name+" is refused", func(t *testing.T) {
+			res := execIn(t, s, sandbox.ExecRequest{Cmd: append([]string{helper}, tc.args...)})
+			got, out := parseResult(t, tc.args, res)
+			if got == "ok" || strings.Contains(out, lo.greeting) || strings.Contains(out, any.greeting) {
+				t.Fatalf("ESCAPE: the proxy let %q through:\n%s", tc.args, out)
+			}
+			if !strings.Contains(out, "status: 403") {
+				t.Errorf("the proxy answered %q, want status 403", out)
+			}
+			if v := strings.Join(res.Violations, "\n"); !strings.Contains(v, tc.denied) {
+				t.Errorf("violations %q do not name %s", res.Violations, tc.denied)
+			}
+			if !strings.Contains(backendLog.String(), "host="+tc.denied) {
+				t.Errorf("the backend's log does not record the refusal of %s", tc.denied)
+			}
+		})
+	}
+	t.Run("a direct connection without the proxy fails", func(t *testing.T) {
+		for _, addr := range append([]string{"1.1.1.1:443", "192.0.2.1:80"}, func() []string {
+			var out []string
+			for _, ip := range hostAddrs(t) {
+				out = append(out, net.JoinHostPort(ip, any.port))
+			}
+			return out
+		}()...) {
+			connectFails(t, s, any, []string{"ENETUNREACH"}, "connect", addr)
+		}
+		connectFails(t, s, lo, []string{"ECONNREFUSED"}, "connect", "127.0.0.1:"+lo.port)
+	})
+	for _, h := range []*hostListener{lo, any} {
+		if n := h.accepted.Load(); n != 0 {
+			t.Errorf("ESCAPE: a host listener accepted %d connections from the sandbox", n)
+		}
+	}
+}
+
+func TestOpeningARawSocketFails(t *testing.T) {
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			for _, kind := range []string{"raw-socket", "packet-socket"} {
+				t.Run(kind, func(t *testing.T) {
+					mustFail(t, who.s, []string{"EPERM"}, kind)
+				})
+			}
+		})
+	}
+}
