@@ -247,7 +247,18 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	}
 	if rules != nil {
 		cfg.BeforeClose = func(ctx context.Context, sess sandbox.Session, res *agent.Result) error {
-			rec, err := artifact.Promote(ctx, artifact.NewSessionSource(sess), rules, promoteTo,
+			var src artifact.Source = artifact.NewSessionSource(sess)
+			if st := sess.State(); st.Backend == "local" && st.Workspace != "" {
+				// Unconfined commands see the host, not /workspace, so the
+				// session's sandbox paths mean nothing to them: read the
+				// host workspace directly (descriptor-based, no links).
+				ds, err := artifact.NewDirSource(st.Workspace)
+				if err != nil {
+					return fmt.Errorf("promote outputs from %s: %w", st.Workspace, err)
+				}
+				src = ds
+			}
+			rec, err := artifact.Promote(ctx, src, rules, promoteTo,
 				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, Session: sess})
 			if err != nil {
 				var re *artifact.RejectedError
