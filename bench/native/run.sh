@@ -6,11 +6,15 @@
 # in a live session against a bare fork/exec; idle session host memory;
 # 100 concurrent sessions.
 #
-#   bench/native/run.sh [--readme] [driver flags: -cold N -exec N -sessions N -only cold,live,idle,many]
+#   bench/native/run.sh [--readme] [--gobench] [driver flags: -cold N -exec N -sessions N -only cold,live,idle,many]
 #
 # --readme also writes the report into bench/README.md (between its
-# bench/native markers). Needs root, go, bwrap (Debian package
-# bubblewrap) and unshare (util-linux); installs nothing.
+# bench/native markers); --gobench then runs the backend's own Go
+# benchmarks (sandbox/linux/bench_test.go) as a cross-check.
+# BENCH_MAX_LOAD=L waits (at most BENCH_WAIT seconds, default 300) for
+# the 1-minute load average to fall to L before measuring, for shared
+# machines. Needs root, go, bwrap (Debian package bubblewrap) and unshare
+# (util-linux); installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -27,9 +31,11 @@ fi
 
 readme=()
 args=()
+gobench=false
 for a in "$@"; do
 	case "$a" in
 	--readme) readme=(-readme bench/README.md) ;;
+	--gobench) gobench=true ;;
 	*) args+=("$a") ;;
 	esac
 done
@@ -37,4 +43,23 @@ done
 mkdir -p bin
 go build -o bin/agentbox ./cmd/agentbox
 go build -o bin/bench-native ./bench/native/driver
-exec bin/bench-native -agentbox bin/agentbox "${readme[@]}" "${args[@]}"
+
+if [ -n "${BENCH_MAX_LOAD:-}" ]; then
+	waited=0
+	while load=$(cut -d' ' -f1 /proc/loadavg) && awk -v l="$load" -v m="$BENCH_MAX_LOAD" 'BEGIN{exit !(l > m)}'; do
+		if [ "$waited" -ge "${BENCH_WAIT:-300}" ]; then
+			echo "bench/native: load average still $load after ${waited}s; measuring anyway" >&2
+			break
+		fi
+		sleep 10
+		waited=$((waited + 10))
+	done
+fi
+
+bin/bench-native -agentbox bin/agentbox "${readme[@]}" "${args[@]}"
+if $gobench; then
+	echo
+	echo "Go benchmarks of sandbox/linux (bench_test.go):"
+	echo
+	go test -run '^$' -bench 'BareForkExec|ExecOverBare|ColdStart' -benchtime 200x ./sandbox/linux
+fi
