@@ -33,6 +33,10 @@ type initConfig struct {
 	// directory, in which the init makes one group per command (see
 	// cgroups.Group.Tracking); "" when there is none.
 	Tracking string `json:"tracking,omitempty"`
+	// JoinGroups is how many v1 group directories follow, from fd
+	// fdJoinFirst on, that the spawning thread joins (see
+	// cgroups.Group.ThreadDirs).
+	JoinGroups int `json:"join_groups,omitempty"`
 }
 
 // initReady is the init's answer on the setup socket once it serves (or
@@ -48,4 +52,6 @@ const (
 	fdSetup    = 3 // setup socket: config in, ready out
 	fdControl  = 4 // listening control socket
 	fdTracking = 5 // session tracking group directory, when Tracking
+	// fdJoinFirst is the first of the v1 group directories to join.
+	fdJoinFirst = 6
 )

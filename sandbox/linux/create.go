@@ -297,14 +297,31 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	defer parentEnd.Close()
 	defer childEnd.Close()
 
-	extra := []*os.File{childEnd, lnFile}
+	extra := []*os.File{childEnd, lnFile, nil}
 	if trackDir != "" {
 		tf, err := os.Open(trackDir)
 		if err != nil {
 			return 0, "", fmt.Errorf("open tracking group %s: %w", trackDir, err)
 		}
 		defer tf.Close()
-		extra = append(extra, tf)
+		extra[2] = tf
+	} else {
+		// fd 5 must still be taken so the join fds keep their numbers.
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			return 0, "", err
+		}
+		defer devnull.Close()
+		extra[2] = devnull
+	}
+	for _, d := range g.ThreadDirs() {
+		f, err := os.Open(d)
+		if err != nil {
+			return 0, "", fmt.Errorf("open group %s: %w", d, err)
+		}
+		defer f.Close()
+		extra = append(extra, f)
+		cfg.JoinGroups++
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -334,7 +351,10 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	}
 	pid := cmd.Process.Pid
 	go func() { _ = cmd.Wait() }() // reap it if it ends while we live
-	if err := g.Add(pid); err != nil {
+	// The init joins the cgroup2 group whole; on v1 only its spawning
+	// thread joins the limits (see cgroups.Group.ThreadDirs), so the
+	// init's own threads neither use up pids.max nor are OOM candidates.
+	if err := g.AddV2(pid); err != nil {
 		return pid, "", err
 	}
 	conn, err := net.FileConn(parentEnd)

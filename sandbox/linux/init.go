@@ -44,8 +44,8 @@ type initState struct {
 }
 
 func runInit() error {
-	for _, fd := range []int{fdSetup, fdControl, fdTracking} {
-		unix.CloseOnExec(fd)
+	for fd := fdSetup; fd < fdJoinFirst+8; fd++ {
+		unix.CloseOnExec(fd) // inherited descriptors must not reach commands
 	}
 	setupConn, err := fileUnixConn(fdSetup, "setup")
 	if err != nil {

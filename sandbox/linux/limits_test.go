@@ -2,6 +2,7 @@ package linux
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,4 +173,30 @@ func hasPart(c *Client, p sandbox.Part) bool {
 		}
 	}
 	return false
+}
+
+func TestSessionTimeoutEndsTheSession(t *testing.T) {
+	c := newTestClient(t)
+	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{SessionTimeout: time.Second}}})
+	start := time.Now()
+	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut {
+		t.Errorf("TimedOut = false after the session timeout (exit %d)", res.ExitCode)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the command ran %s past a 1s session timeout", d)
+	}
+	pid := s.(*session).initPid()
+	for i := 0; i < 100 && initAlive(pid); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if initAlive(pid) {
+		t.Errorf("init %d alive after the session timeout", pid)
+	}
+	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrTimeout) {
+		t.Errorf("exec after the session timeout: %v, want ErrTimeout", err)
+	}
 }

@@ -160,6 +160,13 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		var r reply
 		for {
 			if _, err := recv(p.conn, &r, maxReply); err != nil {
+				if p.s.pastDeadline() {
+					// The init ended the session at its timeout, and the
+					// command with it.
+					p.status = sandbox.ExitStatus{ExitCode: 137, Signal: "SIGKILL", TimedOut: true,
+						Violations: []string{fmt.Sprintf("session timeout of %s reached: the session was ended", p.s.policy().Resources.SessionTimeout)}}
+					return
+				}
 				p.werr = sandbox.Wrap("linux: wait", sandbox.ErrClosed, fmt.Errorf("lost the init before the command's exit: %w", err))
 				if ctx.Err() != nil {
 					p.werr = sandbox.Wrap("linux: wait", nil, ctx.Err())

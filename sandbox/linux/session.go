@@ -82,12 +82,19 @@ func (s *session) live(op string) error {
 	if closed {
 		return sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s", s.st.ID))
 	}
-	if d := s.st.Handles["deadline"]; d != "" {
-		if n, _ := strconv.ParseInt(d, 10, 64); n > 0 && time.Now().UnixNano() > n {
-			return sandbox.Wrap("linux: "+op, sandbox.ErrTimeout, fmt.Errorf("session %s passed its session timeout", s.st.ID))
-		}
+	if s.pastDeadline() {
+		return sandbox.Wrap("linux: "+op, sandbox.ErrTimeout, fmt.Errorf("session %s passed its session timeout", s.st.ID))
 	}
 	return nil
+}
+
+// pastDeadline reports whether the session timeout has passed.
+func (s *session) pastDeadline() bool {
+	s.mu.Lock()
+	d := s.st.Handles["deadline"]
+	s.mu.Unlock()
+	n, _ := strconv.ParseInt(d, 10, 64)
+	return n > 0 && time.Now().UnixNano() > n
 }
 
 // dial opens a control connection to the init.

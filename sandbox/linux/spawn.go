@@ -50,8 +50,11 @@ func startSpawner(cfg *initConfig, track int, thread bool) (*spawner, string, er
 		// the goroutine, so no other goroutine ever runs confined (or, in
 		// the other direction, nothing here runs unconfined).
 		runtime.LockOSThread()
-		report, err := confineThread(cfg)
 		s.tid = unix.Gettid()
+		report, err := "", s.joinGroups()
+		if err == nil {
+			report, err = confineThread(cfg)
+		}
 		ch <- ready{report, err}
 		if err != nil {
 			return
@@ -66,6 +69,18 @@ func startSpawner(cfg *initConfig, track int, thread bool) (*spawner, string, er
 		return nil, "", fmt.Errorf("confine the command thread: %w", r.err)
 	}
 	return s, r.report, nil
+}
+
+// joinGroups moves the spawning thread (only) into the session's v1
+// groups, so that every command it forks is born inside the limits.
+func (s *spawner) joinGroups() error {
+	for i := 0; i < s.cfg.JoinGroups; i++ {
+		if err := writeAt(fdJoinFirst+i, "tasks", strconv.Itoa(s.tid)); err != nil {
+			return fmt.Errorf("join session group (fd %d): %w", fdJoinFirst+i, err)
+		}
+		_ = unix.Close(fdJoinFirst + i)
+	}
+	return nil
 }
 
 // group is one command's tracking group, or none.

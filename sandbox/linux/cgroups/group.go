@@ -214,6 +214,34 @@ func (g *Group) Add(pid int) error {
 	return nil
 }
 
+// AddV2 moves pid into the session's cgroup2 group only (where a process
+// moves whole); a process that joins the v1 groups thread by thread uses
+// ThreadDirs instead.
+func (g *Group) AddV2(pid int) error {
+	if d := g.dirs["v2"]; d != "" {
+		if err := writeFile(filepath.Join(d, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("cgroups: move pid %d into the v2 group: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// ThreadDirs are the session's v1 group directories. cgroup v1 places
+// threads, not processes, and a child is born in the groups of the thread
+// that forked it: a process can keep its own threads outside the limits
+// (so that they neither count against pids.max nor can be picked by the
+// session's OOM killer) and fork the session's commands from one thread
+// placed in these groups.
+func (g *Group) ThreadDirs() []string {
+	var out []string
+	for _, c := range []string{Memory, Pids, CPU} {
+		if d := g.dirs[c]; d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // OOMKills is how many processes the kernel's OOM killer ended in the
 // session so far (0 when memory is not limited).
 func (g *Group) OOMKills() uint64 {

@@ -1,0 +1,93 @@
+package cgroups
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func host(t *testing.T) *Host {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups needs root")
+	}
+	h, err := Detect()
+	if err != nil {
+		t.Skipf("no cgroups: %v", err)
+	}
+	return h
+}
+
+func TestCreateWritesEveryRequestedLimit(t *testing.T) {
+	h := host(t)
+	for _, c := range []string{Memory, Pids, CPU} {
+		if h.Where(c) == "" {
+			t.Skipf("no %s controller here", c)
+		}
+	}
+	g, err := h.Create("test-limits", Limits{MemoryBytes: 64 << 20, Pids: 17, CPUs: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Remove()
+	got := strings.Join(g.Enforced(), "; ")
+	for _, want := range []string{"memory", "pids", "cpu"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Enforced() = %q, lacks %s", got, want)
+		}
+	}
+	pidsDir := g.Dir(Pids)
+	if h.Where(Pids) == "v2" {
+		pidsDir = g.Dir("v2")
+	}
+	if b, _ := os.ReadFile(filepath.Join(pidsDir, "pids.max")); strings.TrimSpace(string(b)) != "17" {
+		t.Errorf("pids.max = %q, want 17", b)
+	}
+}
+
+func TestRemoveKillsMembersAndDeletesTheGroups(t *testing.T) {
+	h := host(t)
+	g, err := h.Create("test-remove", Limits{Pids: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "100")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if g.Empty() {
+		t.Fatal("group is empty after Add")
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if cmd.ProcessState == nil || cmd.ProcessState.Success() {
+		t.Errorf("member was not killed: %v", cmd.ProcessState)
+	}
+	for _, key := range []string{"v2", Memory, Pids, CPU} {
+		if d := g.Dir(key); d != "" {
+			if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s still exists after Remove", d)
+			}
+		}
+	}
+	if err := g.Remove(); err != nil {
+		t.Errorf("second Remove: %v", err)
+	}
+}
+
+func TestCreateRefusesBadNames(t *testing.T) {
+	h := host(t)
+	for _, name := range []string{"", "../x", "a/b", "."} {
+		if _, err := h.Create(name, Limits{}); err == nil {
+			t.Errorf("Create(%q) succeeded", name)
+		}
+	}
+}

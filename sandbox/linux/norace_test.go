@@ -1,0 +1,5 @@
+//go:build !race
+
+package linux
+
+const raceEnabled = false
