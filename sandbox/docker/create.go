@@ -104,6 +104,15 @@ func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, works
 		return nil, c.unavailable("docker: create container for session "+id, err)
 	}
 	s.containerID = created.ID
+	// docker-init would start and then fail to exec a missing shell, so
+	// the start would "succeed"; look first.
+	if _, err := c.api.ContainerStatPath(ctx, created.ID, client.ContainerStatPathOptions{Path: initCmd[0]}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, sandbox.Wrap("docker: create session "+id, sandbox.ErrInvalid,
+				fmt.Errorf("image %s has no usable %s, which the docker backend runs as the session's init and to track each command", spec.Image, initCmd[0]))
+		}
+		return nil, c.unavailable("docker: look for "+initCmd[0]+" in container "+shortID(created.ID), err)
+	}
 	if _, err := c.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return nil, c.unavailable("docker: start container "+shortID(created.ID), err)
 	}

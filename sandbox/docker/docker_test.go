@@ -1,9 +1,12 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -229,6 +232,24 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 		{"a disk quota is refused naming the storage driver", sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 1 << 30}}}, sandbox.ErrPolicyUnsupported, "storage driver"},
 		{"a non-numeric user is invalid", sandbox.Spec{User: "agent"}, sandbox.ErrInvalid, "uid"},
 	}
+	// An image without a shell: the base image's files minus sh.
+	noShell := "agentbox/test-no-shell:latest"
+	if _, err := c.api.ImageInspect(testCtx(t), noShell); err != nil {
+		rc, err := c.api.ImageImport(testCtx(t), client.ImageImportSource{Source: emptyTar(t), SourceName: "-"}, noShell, client.ImageImportOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readImportStream(rc); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+	}
+	cases = append(cases, struct {
+		name string
+		spec sandbox.Spec
+		kind error
+		says string
+	}{"an image without /bin/sh is refused saying so", sandbox.Spec{Image: noShell}, sandbox.ErrInvalid, "no usable /bin/sh"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sess, err := c.Create(testCtx(t), tc.spec)
@@ -366,4 +387,15 @@ except OSError:
 	if len(res.Violations) == 0 {
 		t.Errorf("a refused request left no violation in the exit status")
 	}
+}
+
+// emptyTar is a tar archive holding one empty directory.
+func emptyTar(t *testing.T) io.Reader {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Close()
+	return &buf
 }
