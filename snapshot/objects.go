@@ -53,6 +53,7 @@ type worker struct {
 	enc   *zstd.Encoder
 	dec   *zstd.Decoder
 	out   []byte
+	cbuf  []byte              // copy buffer for hashing passes
 	packs map[string]*rawFile // open packs, by name
 }
 

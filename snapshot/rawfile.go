@@ -64,6 +64,14 @@ func (f *rawFile) Write(p []byte) (int, error) {
 	return done, nil
 }
 
+func (f *rawFile) Seek(off int64, whence int) (int64, error) {
+	n, err := unix.Seek(f.fd, off, whence)
+	if err != nil {
+		return 0, &os.PathError{Op: "seek", Path: f.name, Err: err}
+	}
+	return n, nil
+}
+
 func (f *rawFile) Close() error {
 	if f.fd < 0 {
 		return nil

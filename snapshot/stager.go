@@ -100,7 +100,36 @@ func (st *stager) put(w *worker, r io.Reader) (string, int64, error) {
 	case err != nil:
 		return "", 0, err
 	}
-	return st.putStream(w, io.MultiReader(bytes.NewReader(w.buf[:n]), r))
+	if f, ok := r.(*rawFile); ok {
+		return st.putTwoPass(w, f, w.buf[:n])
+	}
+	return st.putStream(w, io.MultiReader(bytes.NewReader(w.buf[:n]), r), "")
+}
+
+// putTwoPass stores a large file that can be read again: a first pass only
+// hashes it, so that content the store already has (the common case when
+// a workspace is saved again) costs no compression; new content is then
+// compressed in a second pass, which hashes again and names the object by
+// what it actually compressed (the file may have changed in between).
+func (st *stager) putTwoPass(w *worker, f *rawFile, prefix []byte) (string, int64, error) {
+	h := sha256.New()
+	h.Write(prefix)
+	if w.cbuf == nil {
+		w.cbuf = make([]byte, 256<<10)
+	}
+	n, err := io.CopyBuffer(h, f, w.cbuf)
+	if err != nil {
+		return "", 0, err
+	}
+	first := hex.EncodeToString(h.Sum(nil))
+	if !st.claim(first) {
+		return first, int64(len(prefix)) + n, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		st.unclaim(first)
+		return "", 0, err
+	}
+	return st.putStream(w, f, first)
 }
 
 func (st *stager) putSmall(w *worker, data []byte) (string, int64, error) {
@@ -147,7 +176,9 @@ func (st *stager) unclaim(sum string) {
 	st.mu.Unlock()
 }
 
-func (st *stager) putStream(w *worker, r io.Reader) (string, int64, error) {
+// putStream compresses r into a staged object while hashing it. claimed,
+// when set, is a digest this caller already claimed for the content.
+func (st *stager) putStream(w *worker, r io.Reader, claimed string) (string, int64, error) {
 	name := filepath.Join(st.dir, "s"+strconv.FormatInt(st.seq.Add(1), 10))
 	f, err := openRaw(name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
 	if err != nil {
@@ -169,12 +200,20 @@ func (st *stager) putStream(w *worker, r io.Reader) (string, int64, error) {
 	}
 	if err != nil {
 		os.Remove(name)
+		if claimed != "" {
+			st.unclaim(claimed)
+		}
 		return "", 0, err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	if !st.claim(sum) {
-		os.Remove(name)
-		return sum, size, nil
+	if sum != claimed {
+		if claimed != "" {
+			st.unclaim(claimed) // changed since the first pass
+		}
+		if !st.claim(sum) {
+			os.Remove(name)
+			return sum, size, nil
+		}
 	}
 	st.staged(sum, name, cw.n)
 	return sum, size, nil
