@@ -27,8 +27,9 @@ type initConfig struct {
 	// FileSize is RLIMIT_FSIZE for commands; NoFile is RLIMIT_NOFILE.
 	FileSize int64  `json:"file_size"`
 	NoFile   uint64 `json:"no_file"`
-	// Deadline (unix nanoseconds, 0 for none) ends the session.
-	Deadline int64 `json:"deadline,omitempty"`
+	// SessionTimeout (nanoseconds, 0 for none) ends the session that
+	// long after it is ready.
+	SessionTimeout int64 `json:"session_timeout,omitempty"`
 	// Tracking is "v1" or "v2" when fd 5 is the session's tracking group
 	// directory, in which the init makes one group per command (see
 	// cgroups.Group.Tracking); "" when there is none.

@@ -143,14 +143,8 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		cfg.FileSize = d
 		cfg.TmpBytes = min(d, defaultTmpBytes)
 	}
-	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
-		cfg.Deadline = time.Now().Add(t).UnixNano()
-		st.Handles["deadline"] = strconv.FormatInt(cfg.Deadline, 10)
-	}
+	cfg.SessionTimeout = int64(spec.Policy.Resources.SessionTimeout)
 	trackDir, thread := g.Tracking()
-	if os.Getenv("AGENTBOX_NOTRACK") != "" {
-		trackDir = ""
-	}
 	if trackDir != "" {
 		cfg.Tracking = "v2"
 		if thread {
@@ -163,6 +157,9 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	}
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
+	}
+	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
+		st.Handles["deadline"] = strconv.FormatInt(time.Now().Add(t).UnixNano(), 10)
 	}
 	st.Handles["init_pid"] = strconv.Itoa(pid)
 	st.Handles["socket"] = filepath.Join(dir, "control.sock")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,10 @@ func runInit() error {
 	if _, err := recv(setupConn, &cfg, maxPacket); err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
+	if err := closeInherited(fdJoinFirst + cfg.JoinGroups); err != nil {
+		_ = send(setupConn, initReady{Error: err.Error()})
+		return err
+	}
 	st, err := prepareInit(&cfg)
 	if err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
@@ -69,13 +74,42 @@ func runInit() error {
 		return fmt.Errorf("report ready: %w", err)
 	}
 	_ = setupConn.Close()
-	if cfg.Deadline > 0 {
-		time.AfterFunc(time.Until(time.Unix(0, cfg.Deadline)), func() {
+	if cfg.SessionTimeout > 0 {
+		// The session's clock starts when it is ready, as the client's.
+		time.AfterFunc(time.Duration(cfg.SessionTimeout), func() {
 			fmt.Fprintln(os.Stderr, "agentbox init: session timeout reached; ending the session")
 			os.Exit(3)
 		})
 	}
 	return st.serve(ln)
+}
+
+// closeInherited closes every descriptor the init inherited beyond the
+// ones it was given (stdio, the setup and control sockets, the group
+// directories below keep). Threat: a host process that started agentbox
+// holding a descriptor without close-on-exec (a file, a directory, a
+// pipe) would otherwise pass it on to every command, and a directory
+// descriptor leads straight out of the sandbox's root. The runtime's own
+// descriptors are close-on-exec and are left alone.
+func closeInherited(keep int) error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list inherited descriptors: %w", err)
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < keep {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		if err := unix.Close(fd); err != nil && err != unix.EBADF {
+			return fmt.Errorf("close inherited descriptor %d: %w", fd, err)
+		}
+	}
+	return nil
 }
 
 // prepareInit builds the sandbox around the init and starts the confined
