@@ -60,10 +60,19 @@ func (s *Store) RestoreWithOptions(ctx context.Context, ref, dir string, opts Re
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return sandbox.Wrap(op, nil, err)
 	}
-	stage, err := os.MkdirTemp(parent, ".agentbox-restore-*")
+	removeStaleRestores(parent)
+	stage, err := os.MkdirTemp(parent, restorePrefix+"*")
 	if err != nil {
 		return sandbox.Wrap(op, nil, fmt.Errorf("create staging beside the target: %w", err))
 	}
+	// Held while this restore runs, so a concurrent removeStaleRestores
+	// leaves the staging alone.
+	lockf, err := lockDir(stage)
+	if err != nil {
+		removeAllForce(stage)
+		return sandbox.Wrap(op, nil, err)
+	}
+	defer lockf.Close()
 	placed := false
 	defer func() {
 		if !placed {
@@ -78,6 +87,41 @@ func (s *Store) RestoreWithOptions(ctx context.Context, ref, dir string, opts Re
 	}
 	placed = true
 	return nil
+}
+
+// restorePrefix names the staging directories of restores.
+const restorePrefix = ".agentbox-restore-"
+
+// removeStaleRestores removes staging directories beside a target that a
+// killed restore left behind (nobody holds their lock).
+func removeStaleRestores(parent string) {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), restorePrefix) {
+			continue
+		}
+		p := filepath.Join(parent, e.Name())
+		if f, err := lockDir(p); err == nil {
+			removeAllForce(p)
+			f.Close()
+		}
+	}
+}
+
+// lockDir takes a non-blocking exclusive flock on a directory.
+func lockDir(p string) (*os.File, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return f, nil
 }
 
 // checkRestoreTarget accepts an absent path or an empty directory (not a

@@ -282,3 +282,20 @@ func TestSetuidBitsAreNotRestored(t *testing.T) {
 		}
 	}
 }
+
+func TestARestoreRemovesTheStagingOfAKilledRestore(t *testing.T) {
+	s := openStore(t, Limits{})
+	id, err := s.Save(ctx(), workspace(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	stale := filepath.Join(base, restorePrefix+"12345")
+	os.MkdirAll(filepath.Join(stale, "half"), 0o755)
+	if err := s.Restore(ctx(), id, filepath.Join(base, "r")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale restore staging still there (stat: %v)", err)
+	}
+}
