@@ -48,6 +48,8 @@ type Client struct {
 	enforces []Part
 	notes    []string
 	exe      string
+	// newID makes session ids (replaced by tests to recognise theirs).
+	newID func() string
 }
 
 // Part is a policy part (an alias kept short for this package's tables).
@@ -62,7 +64,7 @@ func New(opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Client{opts: opts, log: opts.Logger}
+	c := &Client{opts: opts, log: opts.Logger, newID: newID}
 	if os.Geteuid() != 0 {
 		return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable,
 			errors.New("the linux backend needs root (rootless mode through user namespaces is not implemented); use --backend local or docker"))

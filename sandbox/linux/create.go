@@ -43,7 +43,7 @@ func (u *undo) run() {
 // cgroup, init, and the egress proxy. On any failure, everything made so
 // far is removed.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	s, err := c.create(ctx, spec, newID(), false)
+	s, err := c.create(ctx, spec, c.newID(), false)
 	if err != nil {
 		return nil, err
 	}

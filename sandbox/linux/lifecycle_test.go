@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -96,9 +96,10 @@ func TestFailedCreateLeavesNothingBehind(t *testing.T) {
 			Resources:  sandbox.Resources{MemoryBytes: 64 << 20, Pids: 64, CPUs: 1},
 			Filesystem: sandbox.FilesystemPolicy{ReadOnly: []string{"/workspace/missing"}}}}},
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := agentboxGroups(t, c)
+			id := "failtest" + strconv.Itoa(i)
+			c.newID = func() string { return id }
 			_, err := c.Create(context.Background(), tc.spec)
 			if err == nil {
 				t.Fatal("create succeeded")
@@ -107,8 +108,13 @@ func TestFailedCreateLeavesNothingBehind(t *testing.T) {
 			if len(entries) > 0 {
 				t.Errorf("state directory not empty after a failed create: %v", names(entries))
 			}
-			if after := agentboxGroups(t, c); after != before {
-				t.Errorf("cgroups left behind: before %d, after %d", before, after)
+			g := c.cg.Open(id)
+			for _, h := range []string{"v2", cgroups.Memory, cgroups.Pids, cgroups.CPU} {
+				if d := g.Dir(h); d != "" {
+					if _, err := os.Stat(d); err == nil {
+						t.Errorf("cgroup %s left behind", d)
+					}
+				}
 			}
 			for _, line := range strings.Split(readFile("/proc/self/mountinfo"), "\n") {
 				if strings.Contains(line, c.opts.StateDir) {
@@ -154,28 +160,6 @@ func TestCloseIsIdempotentAndRemovesEverything(t *testing.T) {
 	if err := c.Delete(context.Background(), st); err != nil {
 		t.Errorf("delete of a closed session: %v", err)
 	}
-}
-
-// agentboxGroups counts the session groups under every hierarchy.
-func agentboxGroups(t *testing.T, c *Client) int {
-	t.Helper()
-	n := 0
-	roots := []string{c.cg.V2}
-	for _, m := range c.cg.V1 {
-		roots = append(roots, m)
-	}
-	for _, r := range roots {
-		if r == "" {
-			continue
-		}
-		entries, _ := os.ReadDir(filepath.Join(r, cgroups.Base))
-		for _, e := range entries {
-			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 func names(es []os.DirEntry) []string {

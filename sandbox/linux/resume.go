@@ -44,7 +44,7 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 			return nil, sandbox.Errorf(sandbox.ErrNotFound, "linux: resume %s: the session is gone and left no workspace or snapshot to rebuild from", st.ID)
 		}
 	}
-	s, err := c.create(ctx, spec, newID(), adopt)
+	s, err := c.create(ctx, spec, c.newID(), adopt)
 	if err != nil {
 		return nil, sandbox.Wrap("linux: resume "+st.ID, nil, err)
 	}
