@@ -159,9 +159,14 @@ func TestMountingFails(t *testing.T) {
 				{"open_tree of the workspace", []string{"open-tree", "/workspace"}},
 				{"mount_setattr to clear read-only on /usr", []string{"mount-setattr-rw", "/usr"}},
 			}
+			var list [][]string
 			for _, c := range cases {
+				list = append(list, c.args)
+			}
+			results := batch(t, who.s, list)
+			for i, c := range cases {
 				t.Run(c.name+" fails", func(t *testing.T) {
-					mustFail(t, who.s, []string{"EPERM"}, c.args...)
+					results[i].failed(t, "EPERM")
 				})
 			}
 			t.Run("mount(8) fails", func(t *testing.T) {
@@ -177,30 +182,43 @@ func TestMountingFails(t *testing.T) {
 func TestCreatingAUserNamespaceFails(t *testing.T) {
 	for _, who := range bothUsers(t) {
 		t.Run(who.name, func(t *testing.T) {
-			t.Run("unshare(CLONE_NEWUSER)", func(t *testing.T) {
-				mustFail(t, who.s, []string{"EPERM"}, "unshare", "user")
-			})
-			t.Run("clone(CLONE_NEWUSER)", func(t *testing.T) {
-				mustFail(t, who.s, []string{"EPERM"}, "clone-ns", "user")
-			})
-			for _, tool := range []string{"unshare -U true", "unshare -r true", "unshare -U -m -n -p -f true"} {
-				t.Run(tool, func(t *testing.T) {
-					if r := sh(t, who.s, tool); r.ExitCode == 0 {
-						t.Fatalf("ESCAPE: %q succeeded", tool)
-					}
-				})
+			cases := []struct {
+				name string
+				want []string
+				args []string
+			}{
+				{"unshare(CLONE_NEWUSER)", []string{"EPERM"}, []string{"unshare", "user"}},
+				{"clone(CLONE_NEWUSER)", []string{"EPERM"}, []string{"clone-ns", "user"}},
+				{"setns into the init's mount namespace", []string{"EPERM", "EACCES"}, []string{"setns", "/proc/1/ns/mnt"}},
+				{"setns into its own user namespace", []string{"EPERM"}, []string{"setns", "/proc/self/ns/user"}},
 			}
 			for _, ns := range []string{"mount", "net", "pid", "ipc", "uts", "cgroup"} {
-				t.Run("unshare of a "+ns+" namespace", func(t *testing.T) {
-					mustFail(t, who.s, []string{"EPERM"}, "unshare", ns)
+				cases = append(cases, struct {
+					name string
+					want []string
+					args []string
+				}{"unshare of a " + ns + " namespace", []string{"EPERM"}, []string{"unshare", ns}})
+			}
+			var list [][]string
+			for _, c := range cases {
+				list = append(list, c.args)
+			}
+			// One process for all: should one succeed, the test fails on
+			// it, whatever it changed for the next ones.
+			results := batch(t, who.s, list)
+			for i, c := range cases {
+				t.Run(c.name+" fails", func(t *testing.T) { results[i].failed(t, c.want...) })
+			}
+			tools := []string{"unshare -U true", "unshare -r true", "unshare -U -m -n -p -f true"}
+			rs := shBatch(t, who.s, tools)
+			for i, tool := range tools {
+				t.Run(tool+" fails", func(t *testing.T) {
+					if rs[i].code == 0 {
+						t.Fatalf("ESCAPE: %q succeeded", tool)
+					}
+					t.Logf("exit %d: %s", rs[i].code, rs[i].out)
 				})
 			}
-			t.Run("setns into the init's mount namespace", func(t *testing.T) {
-				mustFail(t, who.s, []string{"EPERM", "EACCES"}, "setns", "/proc/1/ns/mnt")
-			})
-			t.Run("setns into its own user namespace", func(t *testing.T) {
-				mustFail(t, who.s, []string{"EPERM"}, "setns", "/proc/self/ns/user")
-			})
 		})
 	}
 }
@@ -276,8 +294,13 @@ func TestOtherKernelAttackSurfaceIsClosed(t *testing.T) {
 	}
 	for _, who := range bothUsers(t) {
 		t.Run(who.name, func(t *testing.T) {
+			var list [][]string
 			for _, c := range cases {
-				t.Run(c.name+" fails", func(t *testing.T) { mustFail(t, who.s, c.want, c.args...) })
+				list = append(list, c.args)
+			}
+			results := batch(t, who.s, list)
+			for i, c := range cases {
+				t.Run(c.name+" fails", func(t *testing.T) { results[i].failed(t, c.want...) })
 			}
 		})
 	}
@@ -304,14 +327,17 @@ func TestWritingProcSysAndSysFails(t *testing.T) {
 	}
 	for _, who := range bothUsers(t) {
 		t.Run(who.name, func(t *testing.T) {
+			var list [][]string
 			for _, w := range writes {
-				t.Run("writing "+w.path+" fails", func(t *testing.T) {
-					got := mustFail(t, who.s, nil, "write", w.path, w.data)
-					t.Logf("stopped with %s", got)
-				})
+				list = append(list, []string{"write", w.path, w.data})
+			}
+			list = append(list, []string{"write", "/proc/self/oom_score_adj", "-1000"})
+			results := batch(t, who.s, list)
+			for i, w := range writes {
+				t.Run("writing "+w.path+" fails", func(t *testing.T) { results[i].failed(t) })
 			}
 			t.Run("lowering oom_score_adj fails", func(t *testing.T) {
-				mustFail(t, who.s, []string{"EACCES", "EPERM"}, "write", "/proc/self/oom_score_adj", "-1000")
+				results[len(writes)].failed(t, "EACCES", "EPERM")
 			})
 		})
 	}
@@ -350,15 +376,14 @@ func TestDevHasNoBlockDevices(t *testing.T) {
 		}
 	}
 	hostDevs, _ := filepath.Glob("/sys/block/*")
-	for _, d := range append(hostDevs, "/dev/mem", "/dev/kmsg", "/dev/port") {
-		name := "/dev/" + filepath.Base(d)
-		t.Run("reading the host's "+name+" fails", func(t *testing.T) {
-			mustFail(t, s, nil, "read", name)
-		})
+	var list [][]string
+	for _, d := range append(hostDevs, "/dev/mem", "/dev/kmsg", "/dev/port", "/dev/core") {
+		list = append(list, []string{"read", "/dev/" + filepath.Base(d)})
 	}
-	t.Run("/dev/core does not reach kernel memory", func(t *testing.T) {
-		mustFail(t, s, nil, "read", "/dev/core")
-	})
+	results := batch(t, s, list)
+	for _, o := range results {
+		t.Run("reading "+o.args[1]+" fails", func(t *testing.T) { o.failed(t) })
+	}
 }
 
 func TestInheritingAHostDescriptorFails(t *testing.T) {

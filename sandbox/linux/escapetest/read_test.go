@@ -35,7 +35,11 @@ func TestReadingAHostFileOutsideTheWorkspaceFails(t *testing.T) {
 	s := shared(t)
 	root := rootSession(t)
 	planted, want := plantHostSecret(t, "")
-	inRoot, wantRoot := plantHostSecret(t, "/root")
+	rootDir := "/root"
+	if _, err := os.Stat(rootDir); err != nil {
+		rootDir = "" // no /root on this host: plant in the temp dir again
+	}
+	inRoot, wantRoot := plantHostSecret(t, rootDir)
 	stateJSON := filepath.Join(s.State().Handles["state_dir"], "state.json")
 	shadow, _ := os.ReadFile("/etc/shadow")
 	cases := []struct {
