@@ -40,7 +40,7 @@ files are stored once. IDs may be shortened to any unique prefix.`,
 	cmd.AddCommand(
 		newSnapshotLsCmd(f), newSnapshotShowCmd(f), newSnapshotRmCmd(f),
 		newSnapshotSaveCmd(f), newSnapshotRestoreCmd(f), newSnapshotVerifyCmd(f),
-		newSnapshotExportCmd(f), newSnapshotImportCmd(f),
+		newSnapshotExportCmd(f), newSnapshotImportCmd(f), newSnapshotGCCmd(f),
 	)
 	return cmd
 }
@@ -330,6 +330,26 @@ func newSnapshotImportCmd(f *snapshotFlags) *cobra.Command {
 				return snapshotFail(err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), info.ID)
+			return nil
+		},
+	}
+}
+
+func newSnapshotGCCmd(f *snapshotFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "gc",
+		Short: "Remove contents no snapshot references and leftovers of interrupted saves",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := f.open()
+			if err != nil {
+				return err
+			}
+			n, err := s.GC(cmd.Context())
+			if err != nil {
+				return snapshotFail(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %d unreferenced objects\n", n)
 			return nil
 		},
 	}
