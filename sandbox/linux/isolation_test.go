@@ -137,3 +137,31 @@ func TestNetworkNoneHasOnlyLoopback(t *testing.T) {
 		}
 	}
 }
+
+func TestPolicyPathsThroughSymlinksAreRefused(t *testing.T) {
+	c := newTestClient(t)
+	ws := t.TempDir()
+	if err := os.Symlink("/etc", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		spec sandbox.Spec
+	}{
+		{"a denied path", sandbox.Spec{Workspace: ws, Policy: sandbox.Policy{Filesystem: sandbox.FilesystemPolicy{Deny: []string{"/workspace/link/passwd"}}}}},
+		{"a read-only path", sandbox.Spec{Workspace: ws, Policy: sandbox.Policy{Filesystem: sandbox.FilesystemPolicy{ReadOnly: []string{"/workspace/link"}}}}},
+		{"a mount target", sandbox.Spec{Workspace: ws, Mounts: []sandbox.Mount{{Source: t.TempDir(), Target: "/workspace/link/x"}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := c.Create(context.Background(), tc.spec)
+			if err == nil {
+				s.Close(context.Background())
+				t.Fatal("create succeeded")
+			}
+			if !strings.Contains(err.Error(), "symbolic link") {
+				t.Errorf("err = %v, want a refusal naming the link", err)
+			}
+		})
+	}
+}

@@ -49,8 +49,8 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 		return nil, err
 	}
 	p := &process{s: s, oomBefore: s.g.OOMKills()}
-	if s.egress != nil {
-		p.denBefore = s.egress.denialCount()
+	if e := s.egressRef(); e != nil {
+		p.denBefore = e.denialCount()
 	}
 	var remote []*os.File // the command's ends, sent to the init then closed here
 	defer func() {
@@ -183,8 +183,8 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 			p.status.OOMKilled = true
 			p.status.Violations = append(p.status.Violations, "memory limit reached: the kernel's OOM killer ended a process")
 		}
-		if p.s.egress != nil {
-			p.status.Violations = append(p.status.Violations, p.s.egress.denialsSince(p.denBefore)...)
+		if e := p.s.egressRef(); e != nil {
+			p.status.Violations = append(p.status.Violations, e.denialsSince(p.denBefore)...)
 		}
 		_ = p.conn.Close()
 	})

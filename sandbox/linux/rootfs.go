@@ -81,11 +81,17 @@ func buildRoot(cfg *initConfig) error {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	for _, m := range cfg.Mounts {
+		if err := noSymlinks(root, m.Target); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
 		if err := bindInto(m.Source, filepath.Join(root, m.Target), m.ReadOnly); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
 	}
 	for _, p := range cfg.ReadOnly {
+		if err := noSymlinks(root, p); err != nil {
+			return fmt.Errorf("read-only path %s: %w", p, err)
+		}
 		dst := filepath.Join(root, p)
 		if _, err := os.Lstat(dst); err != nil {
 			return fmt.Errorf("read-only path %s: %w", p, err)
@@ -95,6 +101,9 @@ func buildRoot(cfg *initConfig) error {
 		}
 	}
 	for _, p := range cfg.Deny {
+		if err := noSymlinks(root, p); err != nil {
+			return fmt.Errorf("deny path %s: %w", p, err)
+		}
 		if err := maskPath(root, p); err != nil {
 			return fmt.Errorf("deny path %s: %w", p, err)
 		}
@@ -347,6 +356,28 @@ func pivot(root string) error {
 	return nil
 }
 
-// clean joins sandbox paths safely: p is absolute and cleaned, so it
-// cannot climb above root lexically.
-func clean(p string) string { return filepath.Clean("/" + strings.TrimPrefix(p, "/")) }
+// noSymlinks refuses a sandbox path that goes through a symbolic link.
+// Threat: the workspace is the agent's to shape; before pivot_root a link
+// in it would resolve against the host's root, so a mount target, a
+// read-only or a denied path must be a real path in the sandbox's tree
+// (a denied path reached through a link would not be hidden at all).
+func noSymlinks(root, p string) error {
+	cur := root
+	for _, part := range strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/") {
+		if part == "" {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // the rest is created as directories
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s goes through the symbolic link %s; refusing", p, strings.TrimPrefix(cur, root))
+		}
+	}
+	return nil
+}

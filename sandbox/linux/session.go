@@ -60,6 +60,13 @@ func (s *session) workdir() string        { return workdirOf(s.st.Spec) }
 func (s *session) initPid() int           { n, _ := strconv.Atoi(s.st.Handles["init_pid"]); return n }
 func (s *session) policy() sandbox.Policy { return s.st.Spec.Policy }
 
+// egressRef is the session's egress bridge, or nil.
+func (s *session) egressRef() *egressBridge {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.egress
+}
+
 // saveState writes state.json in the session directory, so that Delete
 // and tools can find what a session holds.
 func (s *session) saveState() error {
@@ -140,8 +147,8 @@ func (s *session) env(req sandbox.ExecRequest) []string {
 	for k, v := range s.st.Spec.Env {
 		m[k] = v
 	}
-	if s.egress != nil {
-		for k, v := range s.egress.env() {
+	if e := s.egressRef(); e != nil {
+		for k, v := range e.env() {
 			m[k] = v
 		}
 	}
