@@ -273,6 +273,12 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 			}
 		}
 	}
+	if p.s.isExpired() {
+		st.TimedOut = true
+		if err == nil {
+			err = sandbox.Wrap("docker: session "+p.s.id, sandbox.ErrTimeout, fmt.Errorf("the session's %s limit ended the command", p.s.spec.Policy.Resources.SessionTimeout))
+		}
+	}
 	p.status, p.waitErr = &st, err
 	return st, err
 }
