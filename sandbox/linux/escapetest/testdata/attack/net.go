@@ -17,6 +17,18 @@ func init() {
 		need(a, 1, "connect HOST:PORT")
 		return dialAndRead("tcp", a[0])
 	})
+	// connect-udp sends a DNS-sized datagram: exfiltration over UDP
+	// needs only a route.
+	register("connect-udp", func(a []string) error {
+		need(a, 1, "connect-udp HOST:PORT")
+		c, err := net.DialTimeout("udp", a[0], 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write(make([]byte, 32))
+		return err
+	})
 	register("connect-unix", func(a []string) error {
 		need(a, 1, "connect-unix PATH|@ABSTRACT")
 		return dialAndRead("unix", a[0])
