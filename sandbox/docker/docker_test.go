@@ -405,3 +405,51 @@ func emptyTar(t *testing.T) io.Reader {
 	tw.Close()
 	return &buf
 }
+
+func TestResumeRestartsAStoppedContainerAndRecreatesARemovedOne(t *testing.T) {
+	c := testClient(t)
+	t.Parallel()
+	ctx := testCtx(t)
+	sess := newSession(t, c, sandbox.Spec{})
+	if err := sess.WriteFile(ctx, "kept.txt", []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := sess.State()
+	cases := []struct {
+		name    string
+		breakIt func(t *testing.T)
+	}{
+		{"after Stop the same container is started again", func(t *testing.T) {
+			if err := sess.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"after the container is removed it is recreated over the workspace", func(t *testing.T) {
+			if err := c.removeContainer(ctx, st.Handles[handleContainer]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.breakIt(t)
+			again, err := c.Resume(ctx, st)
+			if err != nil {
+				t.Fatalf("resume: %v", err)
+			}
+			st = again.State()
+			if res := run(t, again, "cat kept.txt"); string(res.Stdout) != "kept" {
+				t.Fatalf("cat kept.txt after resume: %q (stderr %q)", res.Stdout, res.Stderr)
+			}
+		})
+	}
+	if err := c.Delete(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(st.Workspace); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Delete left the owned workspace %s: %v", st.Workspace, err)
+	}
+	if _, err := c.api.ContainerInspect(ctx, st.Handles[handleContainer], client.ContainerInspectOptions{}); err == nil {
+		t.Fatal("Delete left the container")
+	}
+}
