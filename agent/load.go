@@ -29,6 +29,10 @@ type File struct {
 	Dir  string
 	// Agent has everything but Model set.
 	Agent *SandboxAgent
+	// ManifestBase is the trusted directory the manifest's host sources
+	// resolve under: the manifest file's directory, or Dir for an inline
+	// manifest. Pass it as SandboxConfig.ManifestBase.
+	ManifestBase string
 	// Model says which provider to build.
 	Model ModelConfig
 	// Policy is the sandbox policy to run under.
@@ -178,6 +182,10 @@ func ParseFile(data []byte, dir string) (*File, error) {
 		return nil, err
 	}
 	a.Manifest = m
+	f.ManifestBase = dir
+	if y.Manifest.Kind == yaml.ScalarNode && y.Manifest.Value != "" {
+		f.ManifestBase = filepath.Dir(resolve(dir, y.Manifest.Value))
+	}
 
 	caps, err := parseCapabilities(y.Capabilities, dir)
 	if err != nil {

@@ -60,6 +60,9 @@ func TestLoadFileReadsEveryKey(t *testing.T) {
 	if a.Manifest == nil || len(a.Manifest.Entries) != 2 {
 		t.Errorf("inline manifest not loaded: %+v", a.Manifest)
 	}
+	if f.ManifestBase != dir {
+		t.Errorf("inline manifest base %q, want the agent file's directory", f.ManifestBase)
+	}
 	if len(a.Capabilities) != 3 {
 		t.Fatalf("%d capabilities, want 3", len(a.Capabilities))
 	}

@@ -235,7 +235,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	cfg := agent.RunConfig{
 		Sandbox: agent.SandboxConfig{
 			Client: client, State: resume, Snapshot: f.snapshot, Spec: spec, SaveSnapshot: f.saveSnapshot,
-			ManifestBase: file.Dir, TrustedManifest: true,
+			ManifestBase: file.ManifestBase, TrustedManifest: true,
 		},
 		Trace:     tw,
 		Approvals: file.Approvals,
