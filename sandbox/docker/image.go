@@ -64,15 +64,15 @@ func (c *Client) BuildBaseImage(ctx context.Context, opts BuildOptions) (BuildRe
 		return BuildResult{}, sandbox.Wrap(op, sandbox.ErrUnavailable, err)
 	}
 	res := BuildResult{Image: opts.Image, Content: plan.hash(), Files: len(plan.entries), Bytes: plan.totalBytes()}
-	if !opts.Force {
-		if insp, err := c.api.ImageInspect(ctx, opts.Image); err == nil {
-			if insp.Config != nil && insp.Config.Labels[labelContent] == res.Content {
-				res.ID, res.Cached = insp.ID, true
-				return res, nil
-			}
-		} else if !cerrdefs.IsNotFound(err) {
-			return res, c.unavailable(op, err)
+	oldID := ""
+	if insp, err := c.api.ImageInspect(ctx, opts.Image); err == nil {
+		oldID = insp.ID
+		if !opts.Force && insp.Config != nil && insp.Config.Labels[labelContent] == res.Content {
+			res.ID, res.Cached = insp.ID, true
+			return res, nil
 		}
+	} else if !cerrdefs.IsNotFound(err) {
+		return res, c.unavailable(op, err)
 	}
 	if opts.Progress != nil {
 		opts.Progress(res.Bytes, 0)
@@ -108,6 +108,13 @@ func (c *Client) BuildBaseImage(ctx context.Context, opts BuildOptions) (BuildRe
 		return res, sandbox.Wrap(op, nil, fmt.Errorf("import %s: %w", opts.Image, err))
 	}
 	res.ID = id
+	if oldID != "" && oldID != id {
+		// The previous build is now untagged; drop it unless a container
+		// still uses it (then the engine refuses and it stays).
+		if _, err := c.api.ImageRemove(ctx, oldID, client.ImageRemoveOptions{}); err != nil {
+			c.log.Debug("docker: keep previous base image", "id", oldID, "err", err)
+		}
+	}
 	return res, nil
 }
 
