@@ -15,8 +15,8 @@
 // Sandbox.State (Client.Resume), then a fresh session from Sandbox.Client,
 // seeded from Sandbox.Snapshot when set, with the manifest materialized
 // into its workspace first. Whatever happens (answer, error, cancellation)
-// the runner then runs BeforeClose (on success: artifact promotion), ends
-// the shell's background processes, snapshots the workspace when
+// the runner then ends the shell's background processes, runs BeforeClose
+// (on success only: artifact promotion), snapshots the workspace when
 // SaveSnapshot is set, and closes the session it created or resumed.
 //
 // # Instructions

@@ -174,9 +174,12 @@ func (t *procTable) closeAll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("kill %q: %w", p.display, err))
 		}
 	}
+	deadline := time.After(killGrace)
 	for _, p := range procs {
 		select {
 		case <-p.done:
+		case <-deadline:
+			return errors.Join(append(errs, fmt.Errorf("%q did not end within %s of being killed", p.display, killGrace))...)
 		case <-ctx.Done():
 			return errors.Join(append(errs, fmt.Errorf("waiting for %q to end: %w", p.display, ctx.Err()))...)
 		}

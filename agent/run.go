@@ -252,19 +252,20 @@ func callSafely(ctx context.Context, t *Tool, args json.RawMessage) (out string,
 }
 
 // finish persists and releases what the run holds; ok says the run
-// succeeded (BeforeClose only runs then).
+// succeeded (BeforeClose only runs then). Background processes end first,
+// so nothing changes the workspace while it is promoted or snapshotted.
 func (r *Runner) finish(ctx context.Context, o *openedSession, caps []Capability, cfg RunConfig, res *Result, ok bool) error {
 	var errs []error
-	if ok && cfg.BeforeClose != nil {
-		if err := cfg.BeforeClose(ctx, o.sess, res); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	for _, c := range caps {
 		if cl, isCloser := c.(SessionCloser); isCloser {
 			if err := cl.CloseSession(ctx, o.sess); err != nil {
 				errs = append(errs, fmt.Errorf("agent: close capability %s: %w", c.Name(), err))
 			}
+		}
+	}
+	if ok && cfg.BeforeClose != nil {
+		if err := cfg.BeforeClose(ctx, o.sess, res); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if cfg.Sandbox.SaveSnapshot {

@@ -38,6 +38,8 @@ const (
 	defaultTTYYield = time.Second
 	// defaultStdinYield is write_stdin's default wait for new output.
 	defaultStdinYield = 250 * time.Millisecond
+	// killGrace is how long to wait for a killed process to end.
+	killGrace = 5 * time.Second
 )
 
 // Name implements Capability.
@@ -189,7 +191,7 @@ func (t *procTable) execCommand(ctx context.Context, raw json.RawMessage) (strin
 	if err != nil {
 		return "", err
 	}
-	return t.waitAndReport(ctx, p, yield, outputCap(a.MaxOutputTokens), "")
+	return t.waitAndReport(ctx, p, yield, outputCap(a.MaxOutputTokens))
 }
 
 type stdinArgs struct {
@@ -220,13 +222,13 @@ func (t *procTable) writeStdin(ctx context.Context, raw json.RawMessage) (string
 	if a.YieldTimeMS > 0 {
 		yield = time.Duration(a.YieldTimeMS) * time.Millisecond
 	}
-	return t.waitAndReport(ctx, p, yield, outputCap(a.MaxOutputTokens), "")
+	return t.waitAndReport(ctx, p, yield, outputCap(a.MaxOutputTokens))
 }
 
 // waitAndReport waits up to yield for p to end, then describes it: the
 // exit status if it ended (and drops it from the table), else its
 // session_id. Either way it returns the output not read before.
-func (t *procTable) waitAndReport(ctx context.Context, p *runningProc, yield time.Duration, max int, _ string) (string, error) {
+func (t *procTable) waitAndReport(ctx context.Context, p *runningProc, yield time.Duration, max int) (string, error) {
 	timer := time.NewTimer(yield)
 	defer timer.Stop()
 	select {
@@ -234,7 +236,12 @@ func (t *procTable) waitAndReport(ctx context.Context, p *runningProc, yield tim
 	case <-timer.C:
 	case <-ctx.Done():
 		_ = p.proc.Kill(context.WithoutCancel(ctx))
-		<-p.done
+		select {
+		case <-p.done:
+		case <-time.After(killGrace):
+			// Something outlived the kill and holds the output open; the
+			// session's close will deal with it.
+		}
 	}
 	var b strings.Builder
 	select {
