@@ -63,9 +63,10 @@ type RunConfig struct {
 	OnEvent func(Event)
 	// MaxTurns overrides the agent's turn limit when positive.
 	MaxTurns int
-	// BeforeClose runs after the last turn, while the session is still
-	// live and before the runner persists and closes it (artifact
-	// promotion goes here). Its error is returned with the run's.
+	// BeforeClose runs when the run succeeded, while the session is still
+	// live (its background processes already ended) and before the runner
+	// snapshots and closes it: artifact promotion goes here. Its error
+	// fails the run.
 	BeforeClose func(ctx context.Context, sess sandbox.Session, res *Result) error
 }
 
