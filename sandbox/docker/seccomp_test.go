@@ -1,0 +1,46 @@
+package docker
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
+	text, err := buildSeccompProfile()
+	if err != nil {
+		t.Skipf("no profile on this architecture: %v", err)
+	}
+	var prof seccompJSON
+	if err := json.Unmarshal([]byte(text), &prof); err != nil {
+		t.Fatal(err)
+	}
+	if prof.DefaultAction != "SCMP_ACT_ERRNO" {
+		t.Fatalf("default action %s, want SCMP_ACT_ERRNO (an allow-list)", prof.DefaultAction)
+	}
+	allowed := prof.Syscalls[0].Names
+	cases := []struct {
+		name    string
+		allowed bool
+	}{
+		{"read", true}, {"execve", true}, {"openat2", true}, {"ptrace", false}, {"mount", false},
+		{"bpf", false}, {"io_uring_setup", false}, {"keyctl", false}, {"setns", false},
+		{"kexec_load", false}, {"clone", false}, {"unshare", false}, {"listns", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := slices.Contains(allowed, tc.name); got != tc.allowed {
+				t.Fatalf("%s unconditionally allowed = %v, want %v", tc.name, got, tc.allowed)
+			}
+		})
+	}
+	var cloneRule bool
+	for _, r := range prof.Syscalls[1:] {
+		if slices.Equal(r.Names, []string{"clone"}) && r.Action == "SCMP_ACT_ALLOW" && len(r.Args) == 1 && r.Args[0].Op == "SCMP_CMP_MASKED_EQ" && r.Args[0].ValueTwo == 0 {
+			cloneRule = true
+		}
+	}
+	if !cloneRule {
+		t.Fatal("no rule allowing clone only without namespace flags")
+	}
+}
