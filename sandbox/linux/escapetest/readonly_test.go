@@ -3,6 +3,7 @@ package escapetest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -102,5 +103,72 @@ func TestWritingAReadOnlyMountFails(t *testing.T) {
 			}
 			tg.fx.assertUnchanged(t)
 		})
+	}
+}
+
+// TestPlantingASymlinkWhereAMountGoesFails prepares a workspace (as an
+// earlier session could have left it) whose mount target, read-only path
+// and denied path are symlinks leading out to the host. The mounts are
+// made before pivot_root, so a followed link would resolve against the
+// host's root: the session must refuse, or keep everything inside.
+func TestPlantingASymlinkWhereAMountGoesFails(t *testing.T) {
+	newClient(t)
+	hostDir := t.TempDir()
+	os.Chmod(hostDir, 0o777)
+	victim := filepath.Join(hostDir, "victim.txt")
+	if err := os.WriteFile(victim, []byte("unchanged"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	os.Chmod(src, 0o777)
+	cases := []struct {
+		name string
+		spec func(ws string) sandbox.Spec
+	}{
+		{"a read-write mount target", func(ws string) sandbox.Spec {
+			return sandbox.Spec{Workspace: ws, Mounts: []sandbox.Mount{{Source: src, Target: "/workspace/link"}}}
+		}},
+		{"a read-only mount target", func(ws string) sandbox.Spec {
+			return sandbox.Spec{Workspace: ws, Mounts: []sandbox.Mount{{Source: src, Target: "/workspace/link", ReadOnly: true}}}
+		}},
+		{"a read-only policy path", func(ws string) sandbox.Spec {
+			return sandbox.Spec{Workspace: ws, Policy: sandbox.Policy{Filesystem: sandbox.FilesystemPolicy{ReadOnly: []string{"/workspace/link"}}}}
+		}},
+		{"a denied policy path", func(ws string) sandbox.Spec {
+			return sandbox.Spec{Workspace: ws, Policy: sandbox.Policy{Filesystem: sandbox.FilesystemPolicy{Deny: []string{"/workspace/link"}}}}
+		}},
+	}
+	for _, tc := range cases {
+		for _, link := range []struct{ kind, target string }{{"an absolute", hostDir}, {"a relative", "../../../../../../../.." + hostDir}} {
+			t.Run(tc.name+" planted as "+link.kind+" link", func(t *testing.T) {
+				ws := t.TempDir()
+				os.Chmod(ws, 0o777)
+				if err := os.Symlink(link.target, filepath.Join(ws, "link")); err != nil {
+					t.Fatal(err)
+				}
+				c := newClient(t)
+				s, err := c.Create(t.Context(), withHelper(tc.spec(ws)))
+				if err != nil {
+					t.Logf("refused: %v", err)
+				} else {
+					r := sh(t, s, "echo pwned > /workspace/link/victim.txt; echo pwned > /workspace/link/new.txt; cat /workspace/link/victim.txt")
+					t.Logf("inside: exit %d %q %q", r.ExitCode, r.Stdout, r.Stderr)
+					if err := s.Close(t.Context()); err != nil {
+						t.Errorf("close: %v", err)
+					}
+				}
+				if b, _ := os.ReadFile(victim); string(b) != "unchanged" {
+					t.Fatalf("ESCAPE: the host's %s now holds %q", victim, b)
+				}
+				if _, err := os.Stat(filepath.Join(hostDir, "new.txt")); err == nil {
+					t.Fatalf("ESCAPE: a file appeared in the host's %s", hostDir)
+				}
+			})
+		}
+	}
+	// Other packages' sessions and containers change the host's mount
+	// table meanwhile: look only for this test's directories.
+	if now, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(now), hostDir) || strings.Contains(string(now), src) {
+		t.Errorf("ESCAPE: a mount on this test's directories appeared in the host's mount table:\n%s", now)
 	}
 }
