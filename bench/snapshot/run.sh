@@ -79,10 +79,11 @@ prepare() {
 	if [ "$COLD" = 1 ]; then echo 3 >/proc/sys/vm/drop_caches; fi
 }
 
-# measure NAME FUNC: runs the exported shell function FUNC under GNU time
-# and records "NAME seconds".
+# measure NAME FUNC [SETUP]: runs SETUP untimed, then the exported shell
+# function FUNC under GNU time, and records "NAME wall cpu".
 measure() {
-	local name=$1 fn=$2
+	local name=$1 fn=$2 setup=${3:-}
+	if [ -n "$setup" ]; then bash -c "$setup"; fi
 	prepare
 	if ! /usr/bin/time -f "%e %U %S" bash -c "$fn" >/dev/null 2>"$work/err"; then
 		echo "run.sh: $name failed:" >&2
@@ -97,10 +98,10 @@ measure() {
 
 tar_save() { tar -C "$ws" -cf - . | zstd -q -f -o "$work/ws.tar.zst"; }
 tar_save_sync() { tar_save && sync -f "$work/ws.tar.zst"; }
-tar_restore() { rm -rf "$work/out-tar" && mkdir "$work/out-tar" && zstd -q -d -c "$work/ws.tar.zst" | tar -C "$work/out-tar" -xf -; }
-ab_save() { rm -rf "$work/store" && save_cmd "$work/store" "$ws" >"$work/id"; }
+tar_restore() { mkdir "$work/out-tar" && zstd -q -d -c "$work/ws.tar.zst" | tar -C "$work/out-tar" -xf -; }
+ab_save() { save_cmd "$work/store" "$ws" >"$work/id"; }
 ab_save_again() { save_cmd "$work/store" "$ws" >/dev/null; }
-ab_restore() { rm -rf "$work/out-ab" && restore_cmd "$work/store" "$(cat "$work/id")" "$work/out-ab"; }
+ab_restore() { restore_cmd "$work/store" "$(cat "$work/id")" "$work/out-ab"; }
 
 export ws work bin
 export -f save_cmd restore_cmd tar_save tar_save_sync tar_restore ab_save ab_save_again ab_restore
@@ -109,12 +110,13 @@ echo "workspace: $files files, $bytes bytes; cache: $([ "$COLD" = 1 ] && echo co
 for rep in $(seq "$REPS"); do
 	echo "repetition $rep" >&2
 	rm -rf "$work/store" "$work/ws.tar.zst"
-	measure tar_save tar_save
-	measure tar_save_sync tar_save_sync
-	measure ab_save ab_save
+	# Removing the previous outputs is not timed.
+	measure tar_save tar_save "rm -f '$work/ws.tar.zst'"
+	measure tar_save_sync tar_save_sync "rm -f '$work/ws.tar.zst'"
+	measure ab_save ab_save "rm -rf '$work/store'"
 	measure ab_save_unchanged ab_save_again
-	measure tar_restore tar_restore
-	measure ab_restore ab_restore
+	measure tar_restore tar_restore "rm -rf '$work/out-tar'"
+	measure ab_restore ab_restore "rm -rf '$work/out-ab'"
 done
 
 # The restored trees must equal the workspace.
