@@ -343,16 +343,38 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 			Setsid:     true,
 		},
 	}
-	if err := cmd.Start(); err != nil {
+	// The init joins the cgroup2 group whole, born in it (clone3 with
+	// CLONE_INTO_CGROUP: no migration of a running process, which costs
+	// an RCU grace period); on v1 only its spawning thread joins the
+	// limits (see cgroups.Group.ThreadDirs), so the init's own threads
+	// neither use up pids.max nor are OOM candidates.
+	bornInGroup := false
+	if v2 := g.Dir("v2"); v2 != "" {
+		if gf, err := os.Open(v2); err == nil {
+			defer gf.Close()
+			cmd.SysProcAttr.UseCgroupFD = true
+			cmd.SysProcAttr.CgroupFD = int(gf.Fd())
+			bornInGroup = true
+		}
+	}
+	err = cmd.Start()
+	if err != nil && bornInGroup {
+		// Kernels before 5.7 have no clone3 into a cgroup: move it after.
+		cmd.SysProcAttr.UseCgroupFD = false
+		bornInGroup = false
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, Stdout: cmd.Stdout,
+			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
+		err = cmd.Start()
+	}
+	if err != nil {
 		return 0, "", fmt.Errorf("start init %s: %w", c.exe, err)
 	}
 	pid := cmd.Process.Pid
 	go func() { _ = cmd.Wait() }() // reap it if it ends while we live
-	// The init joins the cgroup2 group whole; on v1 only its spawning
-	// thread joins the limits (see cgroups.Group.ThreadDirs), so the
-	// init's own threads neither use up pids.max nor are OOM candidates.
-	if err := g.AddV2(pid); err != nil {
-		return pid, "", err
+	if !bornInGroup {
+		if err := g.AddV2(pid); err != nil {
+			return pid, "", err
+		}
 	}
 	conn, err := net.FileConn(parentEnd)
 	if err != nil {
@@ -391,14 +413,23 @@ func initLogTail(dir string) string {
 	return " (init log: " + strings.TrimSpace(string(b)) + ")"
 }
 
-// killInit ends an init and with it its pid namespace, and waits a little
-// for it to be gone.
+// killInit ends an init and with it its pid namespace, and waits (up to
+// two seconds) for it to be gone.
 func killInit(pid int) {
 	if !initAlive(pid) {
 		return
 	}
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		defer unix.Close(fd)
+		if initAlive(pid) { // still ours after the open: no pid reuse race
+			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(fds, 2000)
+		}
+		return
+	}
 	_ = unix.Kill(pid, unix.SIGKILL)
-	for i := 0; i < 200 && initAlive(pid); i++ {
+	for i := 0; i < 400 && initAlive(pid); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -325,7 +325,7 @@ func removeTree(dir string) error {
 		for _, pid := range procs(dir) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 
