@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Tests that drive the CLI use the binary make setup just built.
+go build -o bin/agentbox ./cmd/agentbox
+export AGENTBOX_BIN=$PWD/bin/agentbox
+
 echo "== go test (all packages)"
 go test -count=1 -timeout 40m ./...
 
