@@ -57,6 +57,20 @@
 //	  kexec, modules, reboot, clock, swap, syslog
 //	block devices, mknod, /dev/mem, /dev/core      minimal /dev, no CAP_MKNOD, masked /proc/kcore
 //	read another session's workspace or loopback   separate mount and network namespaces
-//	use a descriptor the host process leaked       NOT STOPPED at the time of writing: see
-//	                                               TestInheritingAHostDescriptorFails
+//	use a descriptor the host process leaked       the init closes every inherited descriptor
+//	  without close-on-exec (a host dir, a file)     (landlock alone stops openat below a leaked
+//	                                               directory, but not getdents or writes to a file)
+//	run or overwrite the host agentbox binary      landlock (EACCES: the host file is outside its
+//	  through /proc/self/exe, /proc/1/exe            hierarchy); ptrace access checks on /proc/1
+//	read a denied path (also via /proc/*/root,     empty read-only tmpfs / mode-000 file over it;
+//	  umount, rename, rm, file handles)              umount and handles: seccomp (EPERM)
+//	smuggle host files through a snapshot (links,  the snapshot store leaves out links that leave
+//	  a FIFO to hang the saver)                      the root and special files
+//	plant a symlink where a mount, a read-only     the init refuses a target that goes through a
+//	  or a denied path goes (resolved pre-pivot)     symbolic link
+//
+// The test that first found the leaked-descriptor escape is
+// TestInheritingAHostDescriptorFails; it plants a directory and a file
+// descriptor without FD_CLOEXEC in the test process before a session
+// starts.
 package escapetest
