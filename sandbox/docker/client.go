@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -99,10 +100,33 @@ func hostDescription(override string) string {
 	return client.DefaultDockerHost + " (DOCKER_HOST is unset)"
 }
 
+// engineCache keeps what detect learned per engine address for a short
+// while: the info call costs tens of milliseconds, and callers (tests, the
+// server) build many clients of one engine.
+var engineCache struct {
+	sync.Mutex
+	m map[string]cachedEngine
+}
+
+type cachedEngine struct {
+	info engineInfo
+	at   time.Time
+}
+
+const engineCacheTTL = 30 * time.Second
+
 func (c *Client) detect(ctx context.Context) error {
 	ping, err := c.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	if err != nil {
 		return c.unavailable("docker: connect", err)
+	}
+	key := c.api.DaemonHost() + " " + ping.APIVersion
+	engineCache.Lock()
+	ce, ok := engineCache.m[key]
+	engineCache.Unlock()
+	if ok && time.Since(ce.at) < engineCacheTTL {
+		c.engine = ce.info
+		return nil
 	}
 	res, err := c.api.Info(ctx, client.InfoOptions{})
 	if err != nil {
@@ -133,6 +157,12 @@ func (c *Client) detect(ctx context.Context) error {
 	e.internalNet = slices.Contains(info.Plugins.Network, "bridge")
 	e.local = strings.HasPrefix(c.api.DaemonHost(), "unix://")
 	c.engine = e
+	engineCache.Lock()
+	if engineCache.m == nil {
+		engineCache.m = map[string]cachedEngine{}
+	}
+	engineCache.m[key] = cachedEngine{info: e, at: time.Now()}
+	engineCache.Unlock()
 	c.log.Debug("docker engine", "host", c.host, "version", e.version, "api", c.api.ClientVersion(), "storage", e.storageDriver, "seccomp", e.seccomp)
 	return nil
 }
