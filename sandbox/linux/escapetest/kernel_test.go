@@ -1,0 +1,263 @@
+package escapetest
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+func TestMountingFails(t *testing.T) {
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			if r := sh(t, who.s, "mkdir -p /tmp/m/old"); r.ExitCode != 0 {
+				t.Fatal(string(r.Stderr))
+			}
+			cases := []struct {
+				name string
+				args []string
+			}{
+				{"mounting a tmpfs", []string{"mount-tmpfs", "/tmp/m"}},
+				{"binding the root elsewhere", []string{"mount-bind", "/", "/tmp/m"}},
+				{"remounting the root read-write", []string{"remount-rw", "/"}},
+				{"unmounting /proc", []string{"umount", "/proc"}},
+				{"unmounting the workspace", []string{"umount", "/workspace"}},
+				{"pivot_root", []string{"pivot-root", "/tmp/m", "/tmp/m/old"}},
+				{"chroot", []string{"chroot", "/tmp/m"}},
+				{"fsopen (the new mount API)", []string{"fsopen"}},
+				{"open_tree of the workspace", []string{"open-tree", "/workspace"}},
+				{"mount_setattr to clear read-only on /usr", []string{"mount-setattr-rw", "/usr"}},
+			}
+			var list [][]string
+			for _, c := range cases {
+				list = append(list, c.args)
+			}
+			results := batch(t, who.s, list)
+			for i, c := range cases {
+				t.Run(c.name+" fails", func(t *testing.T) {
+					results[i].failed(t, "EPERM")
+				})
+			}
+			t.Run("mount(8) fails", func(t *testing.T) {
+				r := sh(t, who.s, "mount -t tmpfs none /tmp/m")
+				if r.ExitCode == 0 {
+					t.Fatal("ESCAPE: mount(8) mounted a tmpfs")
+				}
+			})
+		})
+	}
+}
+
+func TestCreatingAUserNamespaceFails(t *testing.T) {
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			cases := []struct {
+				name string
+				want []string
+				args []string
+			}{
+				{"unshare(CLONE_NEWUSER)", []string{"EPERM"}, []string{"unshare", "user"}},
+				{"clone(CLONE_NEWUSER)", []string{"EPERM"}, []string{"clone-ns", "user"}},
+				{"setns into the init's mount namespace", []string{"EPERM", "EACCES"}, []string{"setns", "/proc/1/ns/mnt"}},
+				{"setns into its own user namespace", []string{"EPERM"}, []string{"setns", "/proc/self/ns/user"}},
+			}
+			for _, ns := range []string{"mount", "net", "pid", "ipc", "uts", "cgroup"} {
+				cases = append(cases, struct {
+					name string
+					want []string
+					args []string
+				}{"unshare of a " + ns + " namespace", []string{"EPERM"}, []string{"unshare", ns}})
+			}
+			var list [][]string
+			for _, c := range cases {
+				list = append(list, c.args)
+			}
+			// One process for all: should one succeed, the test fails on
+			// it, whatever it changed for the next ones.
+			results := batch(t, who.s, list)
+			for i, c := range cases {
+				t.Run(c.name+" fails", func(t *testing.T) { results[i].failed(t, c.want...) })
+			}
+			tools := []string{"unshare -U true", "unshare -r true", "unshare -U -m -n -p -f true"}
+			rs := shBatch(t, who.s, tools)
+			for i, tool := range tools {
+				t.Run(tool+" fails", func(t *testing.T) {
+					if rs[i].code == 0 {
+						t.Fatalf("ESCAPE: %q succeeded", tool)
+					}
+					t.Logf("exit %d: %s", rs[i].code, rs[i].out)
+				})
+			}
+		})
+	}
+}
+
+func TestInjectingTerminalInputWithTIOCSTIFails(t *testing.T) {
+	s := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := s.Start(ctx, sandbox.ExecRequest{Cmd: []string{helper, "tiocsti"}, TTY: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(p.Stdout())
+	st, err := p.Wait(ctx)
+	if err != nil || st.ExitCode != 0 {
+		t.Fatalf("wait: %v, exit %d: %q", err, st.ExitCode, out)
+	}
+	m := regexp.MustCompile(`result: (\S+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no result in %q", out)
+	}
+	switch got := string(m[1]); got {
+	case "ok":
+		t.Fatalf("ESCAPE: TIOCSTI pushed input into the terminal: %q", out)
+	case "EPERM":
+		t.Log("stopped by the seccomp filter (EPERM)")
+	case "EIO":
+		t.Log("stopped by the kernel (dev.tty.legacy_tiocsti=0: EIO)")
+	default:
+		t.Errorf("TIOCSTI failed with %s, want EPERM or EIO", got)
+	}
+}
+
+func TestUsingTheKernelKeyringFails(t *testing.T) {
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			t.Run("keyctl", func(t *testing.T) { mustFail(t, who.s, []string{"EPERM"}, "keyctl") })
+			t.Run("add_key", func(t *testing.T) { mustFail(t, who.s, []string{"EPERM"}, "add-key") })
+		})
+	}
+}
+
+func TestLoadingABPFProgramFails(t *testing.T) {
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) { mustFail(t, who.s, []string{"EPERM"}, "bpf") })
+	}
+}
+
+func TestSettingUpIOUringFails(t *testing.T) {
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) { mustFail(t, who.s, []string{"EPERM"}, "io-uring") })
+	}
+}
+
+func TestOtherKernelAttackSurfaceIsClosed(t *testing.T) {
+	cases := []struct {
+		name string
+		want []string
+		args []string
+	}{
+		{"perf_event_open", []string{"EPERM"}, []string{"perf-event-open"}},
+		{"userfaultfd", []string{"EPERM"}, []string{"userfaultfd"}},
+		{"kexec_load", []string{"EPERM"}, []string{"kexec-load"}},
+		{"init_module", []string{"EPERM"}, []string{"init-module"}},
+		{"finit_module", []string{"EPERM"}, []string{"finit-module"}},
+		{"reboot", []string{"EPERM"}, []string{"reboot"}},
+		{"clock_settime", []string{"EPERM"}, []string{"clock-settime"}},
+		{"swapon", []string{"EPERM"}, []string{"swapon"}},
+		{"reading the kernel log", []string{"EPERM"}, []string{"syslog"}},
+		{"process_vm_readv of a sibling", []string{"EPERM"}, []string{"process-vm-readv"}},
+		{"sethostname", []string{"EPERM"}, []string{"sethostname"}},
+		{"mknod of a block device", []string{"EPERM"}, []string{"mknod", "/tmp/sda"}},
+	}
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			var list [][]string
+			for _, c := range cases {
+				list = append(list, c.args)
+			}
+			results := batch(t, who.s, list)
+			for i, c := range cases {
+				t.Run(c.name+" fails", func(t *testing.T) { results[i].failed(t, c.want...) })
+			}
+		})
+	}
+}
+
+func TestWritingProcSysAndSysFails(t *testing.T) {
+	watched := []string{"/proc/sys/kernel/core_pattern", "/proc/sys/kernel/modprobe", "/proc/sys/kernel/panic", "/proc/sys/vm/drop_caches", "/proc/sys/kernel/hostname"}
+	before := map[string][]byte{}
+	for _, p := range watched {
+		before[p], _ = os.ReadFile(p)
+	}
+	writes := []struct{ path, data string }{
+		{"/proc/sys/kernel/core_pattern", "|/workspace/pwn"},
+		{"/proc/sys/kernel/modprobe", "/workspace/pwn"},
+		{"/proc/sys/kernel/panic", "1"},
+		{"/proc/sys/vm/drop_caches", "3"},
+		{"/proc/sys/kernel/hostname", "escaped"},
+		{"/proc/sys/net/ipv4/ip_forward", "1"},
+		{"/proc/sysrq-trigger", "h"},
+		{"/sys/kernel/uevent_helper", "/workspace/pwn"},
+		{"/sys/fs/cgroup/cgroup.procs", "1"},
+		{"/proc/1/mem", "x"},
+		{"/proc/1/attr/current", "unconfined"},
+	}
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			var list [][]string
+			for _, w := range writes {
+				list = append(list, []string{"write", w.path, w.data})
+			}
+			list = append(list, []string{"write", "/proc/self/oom_score_adj", "-1000"})
+			results := batch(t, who.s, list)
+			for i, w := range writes {
+				t.Run("writing "+w.path+" fails", func(t *testing.T) { results[i].failed(t) })
+			}
+			t.Run("lowering oom_score_adj fails", func(t *testing.T) {
+				results[len(writes)].failed(t, "EACCES", "EPERM")
+			})
+		})
+	}
+	for _, p := range watched {
+		if now, _ := os.ReadFile(p); !bytes.Equal(now, before[p]) {
+			t.Errorf("ESCAPE: the host's %s changed from %q to %q", p, before[p], now)
+		}
+	}
+}
+
+func TestTheHostnameIsNotTheHosts(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sh(t, shared(t), "cat /proc/sys/kernel/hostname")
+	if got := strings.TrimSpace(string(r.Stdout)); got == host || got == "" {
+		t.Errorf("the sandbox's hostname is %q, the host's %q", got, host)
+	}
+}
+
+func TestDevHasNoBlockDevices(t *testing.T) {
+	s := rootSession(t)
+	r := sh(t, s, "find /dev -type b; ls -A /dev")
+	for _, line := range strings.Fields(string(r.Stdout)) {
+		if strings.HasPrefix(line, "/dev/") {
+			t.Errorf("block device inside: %s", line)
+		}
+	}
+	t.Logf("/dev holds: %s", strings.Join(strings.Fields(string(r.Stdout)), " "))
+	allowed := map[string]bool{"null": true, "zero": true, "full": true, "random": true, "urandom": true, "tty": true,
+		"pts": true, "ptmx": true, "shm": true, "fd": true, "stdin": true, "stdout": true, "stderr": true, "core": true}
+	for _, name := range strings.Fields(string(r.Stdout)) {
+		if !strings.HasPrefix(name, "/") && !allowed[name] {
+			t.Errorf("unexpected /dev entry %q", name)
+		}
+	}
+	hostDevs, _ := filepath.Glob("/sys/block/*")
+	var list [][]string
+	for _, d := range append(hostDevs, "/dev/mem", "/dev/kmsg", "/dev/port", "/dev/core") {
+		list = append(list, []string{"read", "/dev/" + filepath.Base(d)})
+	}
+	results := batch(t, s, list)
+	for _, o := range results {
+		t.Run("reading "+o.args[1]+" fails", func(t *testing.T) { o.failed(t) })
+	}
+}
