@@ -11,7 +11,8 @@ go build -o bin/agentbox ./cmd/agentbox
 export AGENTBOX_BIN=$PWD/bin/agentbox
 
 echo "== go test (all packages)"
-go test -count=1 -timeout 40m ./...
+# -p 1: some tests check host-wide state (cgroups, mounts) for leaks.
+go test -count=1 -p 1 -timeout 40m ./...
 
 echo "== go test -race (packages with goroutines)"
 race_pkgs=()
