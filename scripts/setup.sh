@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Debian packages and the command that proves each is present.
 declare -A need=(
 	[git]=git [python3]=/usr/bin/python3 [e2fsprogs]=mkfs.ext4 [zstd]=zstd
-	[bubblewrap]=bwrap [util-linux]=unshare [iproute2]=ip
+	[bubblewrap]=bwrap [util-linux]=unshare [iproute2]=ip [iptables]=iptables
 )
 missing=()
 for pkg in "${!need[@]}"; do
