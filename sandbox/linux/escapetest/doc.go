@@ -66,6 +66,9 @@
 //	  umount, rename, rm, file handles)              umount and handles: seccomp (EPERM)
 //	smuggle host files through a snapshot (links,  the snapshot store leaves out links that leave
 //	  a FIFO to hang the saver)                      the root and special files
+//	read a credential the proxy injects (env,      the credential stays in the proxy; response
+//	  /proc, an upstream echoing it in headers)      headers carrying it back are dropped
+//	flood the host with output                     per-stream cap (Resources.OutputBytes), drained
 //	plant a symlink where a mount, a read-only     the init refuses a target that goes through a
 //	  or a denied path goes (resolved pre-pivot)     symbolic link
 //

@@ -218,3 +218,21 @@ func processesIn(ns string) []int {
 	}
 	return out
 }
+
+// TestFloodingTheHostWithOutputIsCapped writes far more than the output
+// cap on both streams: the host keeps only the cap of each (its memory is
+// what the flood attacks), says it truncated, and the exec still returns.
+func TestFloodingTheHostWithOutputIsCapped(t *testing.T) {
+	const limit = 64 << 10
+	s := newSession(t, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{OutputBytes: limit}}})
+	r := execIn(t, s, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "head -c 64m /dev/zero; head -c 64m /dev/zero >&2"}, Timeout: 60 * time.Second})
+	if len(r.Stdout) > limit || len(r.Stderr) > limit {
+		t.Errorf("kept %d bytes of stdout and %d of stderr, above the cap of %d", len(r.Stdout), len(r.Stderr), limit)
+	}
+	if !r.OutputTruncated {
+		t.Errorf("OutputTruncated = false after 64 MiB on each stream")
+	}
+	if r.ExitCode != 0 {
+		t.Errorf("exit %d: the flood was not drained to its end", r.ExitCode)
+	}
+}

@@ -2,7 +2,9 @@ package escapetest
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -210,5 +212,62 @@ func TestOpeningARawSocketFails(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestReadingInjectedCredentialsFails gives the egress proxy a credential
+// for a listed upstream (a server in the test process, listed as an IP
+// literal, the only way to list a loopback address) and looks for it
+// everywhere the sandbox can: its environment, its processes, and what
+// the upstream's answer carries back (the server echoes the header it
+// got in a response header, which the proxy must drop).
+func TestReadingInjectedCredentialsFails(t *testing.T) {
+	c := newClient(t)
+	if !enforces(c, sandbox.PartNetworkAllowList) {
+		t.Skip("no allow-list on this host (refusal tested in TestReachingAnUnlistedHostThroughTheProxyFails)")
+	}
+	cred := secret(t)
+	got := make(chan string, 8)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+		w.Header().Set("Authorization", r.Header.Get("Authorization"))
+		io.WriteString(w, "hello from upstream\n")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	upstream := ln.Addr().String()
+	s := newSession(t, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
+		Mode: sandbox.NetworkAllowList, Allow: []string{upstream},
+		Credentials: map[string]map[string]string{upstream: {"Authorization": "Bearer " + cred}},
+	}}})
+	r := execIn(t, s, sandbox.ExecRequest{Cmd: []string{helper, "proxy-get", "http://" + upstream + "/"}})
+	res, out := parseResult(t, []string{"proxy-get"}, r)
+	t.Logf("the sandbox saw: %s", out)
+	select {
+	case h := <-got:
+		if h != "Bearer "+cred {
+			t.Fatalf("the upstream got Authorization %q, want the injected credential (is injection working?)", h)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the request never reached the listed upstream: %s\n%s", res, out)
+	}
+	if strings.Contains(out, cred) {
+		t.Fatalf("ESCAPE: the injected credential came back into the sandbox:\n%s", out)
+	}
+	if !strings.Contains(out, "hello from upstream") {
+		t.Errorf("the sandbox did not get the upstream's answer:\n%s", out)
+	}
+	for _, script := range []string{"env", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null", "grep -rs " + cred + " /tmp /workspace /etc"} {
+		if r := sh(t, s, script); strings.Contains(string(r.Stdout), cred) {
+			t.Errorf("ESCAPE: %q shows the injected credential", script)
+		}
+	}
+	if st := s.State(); strings.Contains(fmt.Sprint(st), cred) {
+		t.Errorf("the session's state carries the credential")
 	}
 }

@@ -104,10 +104,16 @@ func proxyRequest(req string) error {
 	if _, err := io.WriteString(c, req); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
 	if err != nil {
 		return fmt.Errorf("read the proxy's answer: %w", err)
 	}
+	defer func() {
+		// Everything else that came back: headers and (some) body.
+		rest, _ := io.ReadAll(io.LimitReader(br, 8192))
+		fmt.Printf("response: %q\n", rest)
+	}()
 	f := strings.Fields(line)
 	if len(f) < 2 {
 		return fmt.Errorf("malformed status line %q", line)
