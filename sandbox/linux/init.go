@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,9 @@ func runInit() error {
 		return fmt.Errorf("report ready: %w", err)
 	}
 	_ = setupConn.Close()
+	// An idle session should cost the host little: return the set-up's
+	// garbage (and the heap of the binary's package initialisers) now.
+	debug.FreeOSMemory()
 	if cfg.SessionTimeout > 0 {
 		// The session's clock starts when it is ready, as the client's.
 		time.AfterFunc(time.Duration(cfg.SessionTimeout), func() {
