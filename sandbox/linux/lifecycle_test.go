@@ -183,3 +183,26 @@ func mustMarshal(t *testing.T, st sandbox.State) []byte {
 	}
 	return b
 }
+
+func TestListFindsLiveAndStoppedSessions(t *testing.T) {
+	c := newTestClient(t)
+	live := newTestSession(t, c, sandbox.Spec{})
+	stopped := newTestSession(t, c, sandbox.Spec{})
+	if err := stopped.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sts, err := c.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := map[string]bool{}
+	for _, st := range sts {
+		alive[st.ID] = c.Alive(st)
+	}
+	if v, ok := alive[live.ID()]; !ok || !v {
+		t.Errorf("live session %s: listed %v, alive %v", live.ID(), ok, v)
+	}
+	if v, ok := alive[stopped.ID()]; !ok || v {
+		t.Errorf("stopped session %s: listed %v, alive %v", stopped.ID(), ok, v)
+	}
+}

@@ -2,9 +2,11 @@ package linux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -103,4 +105,36 @@ func probe(sock string) (*initInfo, error) {
 func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
+}
+
+// List returns the saved state of every session in the state directory,
+// live or not, so that tools can resume or delete (garbage-collect) them.
+func (c *Client) List() ([]sandbox.State, error) {
+	entries, err := os.ReadDir(c.opts.StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, sandbox.Wrap("linux: list sessions", nil, err)
+	}
+	var out []sandbox.State
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(c.opts.StateDir, e.Name(), "state.json"))
+		if err != nil {
+			continue
+		}
+		if st, err := sandbox.UnmarshalState(b); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// Alive reports whether the init of a saved session still serves.
+func (c *Client) Alive(st sandbox.State) bool {
+	info, err := probe(st.Handles["socket"])
+	return err == nil && info.ID == st.ID
 }
