@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -104,23 +105,20 @@ func proxyRequest(req string) error {
 	if _, err := io.WriteString(c, req); err != nil {
 		return err
 	}
-	br := bufio.NewReader(c)
-	line, err := br.ReadString('\n')
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		return fmt.Errorf("read the proxy's answer: %w", err)
 	}
-	defer func() {
-		// Everything else that came back: headers and (some) body.
-		rest, _ := io.ReadAll(io.LimitReader(br, 8192))
-		fmt.Printf("response: %q\n", rest)
-	}()
-	f := strings.Fields(line)
-	if len(f) < 2 {
-		return fmt.Errorf("malformed status line %q", line)
+	fmt.Printf("status: %d\n", resp.StatusCode)
+	if resp.StatusCode == 200 && strings.HasPrefix(req, "CONNECT ") {
+		return nil // a tunnel: nothing more to read
 	}
-	fmt.Printf("status: %s\n", f[1])
-	if f[1] == "200" {
+	// Everything else that came back: headers and (some) body.
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8192))
+	fmt.Printf("response headers: %q\nresponse body: %q\n", resp.Header, body)
+	if resp.StatusCode == 200 {
 		return nil
 	}
-	return fmt.Errorf("proxy answered %s", f[1])
+	return fmt.Errorf("proxy answered %d", resp.StatusCode)
 }
