@@ -176,4 +176,3 @@ func diskAvailable() bool {
 	_, err := os.Stat("/dev/loop-control")
 	return err == nil
 }
-
