@@ -128,19 +128,28 @@ store_size=$(du -sb --apparent-size "$work/store/objects" "$work/store/packs" | 
 echo
 echo "snapshot benchmark: $files files, $(awk -v b="$bytes" 'BEGIN{printf "%.0f", b/1048576}') MiB, page cache $([ "$COLD" = 1 ] && echo "dropped before each step" || echo "warm"), $REPS reps, $(nproc) CPUs, tool: $tool"
 awk -v bytes="$bytes" '
-	{ t[$1] = t[$1] " " $2; if (!($1 in best) || $2 < best[$1]) best[$1] = $2; if (!($1 in cpu) || $3 < cpu[$1]) cpu[$1] = $3 }
+	function sorted(list, a,   n, i, j, x) {
+		n = split(list, a, " ")
+		for (i = 2; i <= n; i++) { x = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+		return n
+	}
+	function median(list,   a, n) { n = sorted(list, a); return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+	{ t[$1] = t[$1] " " $2; c[$1] = c[$1] " " $3 }
 	END {
-		printf "%-18s %-22s %9s %8s %9s %8s\n", "step", "wall s (each rep)", "best MB/s", "vs tar", "best CPU s", "vs tar"
+		printf "%-18s %-22s %9s %9s %8s %8s %9s %8s\n", "step", "wall s (each rep)", "median s", "MB/s", "vs tar", "best", "CPU s", "vs tar"
 		split("tar_save tar_save_sync ab_save ab_save_unchanged tar_restore ab_restore", order, " ")
 		ref["ab_save"] = "tar_save"; ref["ab_save_unchanged"] = "tar_save"; ref["ab_restore"] = "tar_restore"
 		ref["tar_save_sync"] = "tar_save"
+		for (k in t) { m[k] = median(t[k]); sorted(t[k], a); best[k] = a[1]; mc[k] = median(c[k]) }
 		for (i = 1; i <= 6; i++) {
 			k = order[i]
-			r = (k in ref) ? sprintf("%.2fx", best[k] / best[ref[k]]) : "-"
-			c = (k in ref) ? sprintf("%.2fx", cpu[k] / cpu[ref[k]]) : "-"
-			printf "%-18s %-22s %9.1f %8s %9.2f %8s\n", k, t[k], bytes / best[k] / 1e6, r, cpu[k], c
+			r = (k in ref) ? sprintf("%.2fx", m[k] / m[ref[k]]) : "-"
+			rb = (k in ref) ? sprintf("%.2fx", best[k] / best[ref[k]]) : "-"
+			rc = (k in ref) ? sprintf("%.2fx", mc[k] / mc[ref[k]]) : "-"
+			printf "%-18s %-22s %9.2f %9.1f %8s %8s %9.2f %8s\n", k, t[k], m[k], bytes / m[k] / 1e6, r, rb, mc[k], rc
 		}
-		printf "ab_save vs tar_save_sync (both durable on disk): %.2fx wall\n", best["ab_save"] / best["tar_save_sync"]
+		printf "(vs tar: median against median; best: fastest against fastest; CPU: median user+sys)\n"
+		printf "ab_save vs tar_save_sync (both durable on disk): %.2fx median\n", m["ab_save"] / m["tar_save_sync"]
 	}' "$work/results"
 awk -v b="$bytes" -v t="$tar_size" -v s="$store_size" 'BEGIN {
 	printf "size: workspace %.1f MB, tar.zst %.1f MB (ratio %.2f), store %.1f MB (ratio %.2f)\n", b/1e6, t/1e6, b/t, s/1e6, b/s }'
