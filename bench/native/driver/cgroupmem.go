@@ -10,20 +10,40 @@ import (
 )
 
 // memoryFile is the file that holds the current memory charge of the
-// cgroup that pid is in: memory.usage_in_bytes of its cgroup v1 memory
-// group, else memory.current of its cgroup2 group. The charge covers
-// what the kernel accounts to the sandbox (its processes' pages, its
-// tmpfs files, kernel memory), which PSS alone does not.
-func memoryFile(pid int) (string, error) {
-	cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
-	if err != nil {
-		return "", fmt.Errorf("read the cgroups of pid %d: %w", pid, err)
-	}
+// session id whose init is pid: memory.usage_in_bytes of its cgroup v1
+// memory group, else memory.current of its cgroup2 group. The charge
+// covers what the kernel accounts to the sandbox (its processes' pages,
+// its tmpfs files, kernel memory), which PSS alone does not. With cgroup
+// v1 the init may put only one of its threads (the one that forks
+// commands) into the session's groups, so every thread is looked at and
+// the group named after the session wins.
+func memoryFile(pid int, id string) (string, error) {
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", fmt.Errorf("read mountinfo: %w", err)
 	}
-	return memoryFileFrom(string(cg), string(mi))
+	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+	if err != nil {
+		return "", fmt.Errorf("list the threads of pid %d: %w", pid, err)
+	}
+	var first string
+	for _, t := range tasks {
+		cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", t.Name(), "cgroup"))
+		if err != nil {
+			continue
+		}
+		f, err := memoryFileFrom(string(cg), string(mi))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(f, "/"+id+"/") {
+			return f, nil
+		}
+		if first == "" {
+			first = f
+		}
+	}
+	return "", fmt.Errorf("no thread of pid %d is in a memory cgroup named after session %s (the first is in %s)", pid, id, first)
 }
 
 // memoryFileFrom is memoryFile on the texts of /proc/PID/cgroup and

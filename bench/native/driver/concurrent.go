@@ -22,6 +22,8 @@ type manyResult struct {
 	// peakGroups is the peak of the sessions' cgroup memory charges
 	// summed; peakClient the peak growth of this client's RSS.
 	peakGroups, peakClient int64
+	// groupsMissed are the sessions left out of peakGroups.
+	groupsMissed []error
 }
 
 // memSampler follows what the sessions cost: the sum of their cgroups'
@@ -33,6 +35,7 @@ type memSampler struct {
 	baseRSS    int64
 	peakGroups int64
 	peakClient int64
+	missed     []error
 	stop, done chan struct{}
 }
 
@@ -52,6 +55,13 @@ func startSampler() *memSampler {
 		}
 	}()
 	return m
+}
+
+// miss records a session whose memory group could not be found.
+func (m *memSampler) miss(err error) {
+	m.mu.Lock()
+	m.missed = append(m.missed, err)
+	m.mu.Unlock()
 }
 
 // add follows one more session's cgroup memory file.
@@ -111,8 +121,10 @@ func runMany(ctx context.Context, n int, c sandbox.Client, spec sandbox.Spec) (*
 			}
 			sessions[i] = s
 			if pid, err := strconv.Atoi(s.State().Handles["init_pid"]); err == nil {
-				if f, err := memoryFile(pid); err == nil {
+				if f, err := memoryFile(pid, s.ID()); err == nil {
 					smp.add(f)
+				} else {
+					smp.miss(err)
 				}
 			}
 			want := strconv.Itoa(i)
@@ -152,6 +164,7 @@ func runMany(ctx context.Context, n int, c sandbox.Client, spec sandbox.Spec) (*
 	wg.Wait()
 	r.wall = time.Since(start)
 	r.peakGroups, r.peakClient = smp.end()
+	r.groupsMissed = smp.missed
 	return r, nil
 }
 

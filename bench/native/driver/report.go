@@ -83,7 +83,7 @@ func (r *results) rows() []row {
 	}
 	if m := r.many; m != nil {
 		rows = append(rows, row{fmt.Sprintf("%d concurrent sessions (Create, exec, Close): failures", m.n),
-			fmt.Sprintf("%d failed; all up in %s, all closed after %s; peak memory: sessions' cgroups %s + client RSS growth %s (inits' PSS %s)",
+			fmt.Sprintf("%d failed; all up in %s, all closed after %s; peak memory charged to the sessions' memory groups %s, client RSS growth %s; inits' PSS %s",
 				len(m.failures), ms(m.up), ms(m.wall), mib(m.peakGroups), mib(m.peakClient), mib(m.initsPSS)),
 			"", "", "0 failures", verdict(len(m.failures) == 0)})
 	}
@@ -132,6 +132,9 @@ func (r *results) write(w io.Writer) {
 	for _, m := range []*manyResult{r.many, r.manyCLI} {
 		if m == nil {
 			continue
+		}
+		if len(m.groupsMissed) > 0 {
+			fmt.Fprintf(w, "- %d sessions left out of the cgroup peak, e.g.: %v\n", len(m.groupsMissed), m.groupsMissed[0])
 		}
 		for i, err := range m.failures {
 			if i == 5 {
