@@ -40,6 +40,11 @@
 //	see host pids, kill/pidfd_open them            pid namespace (ESRCH); kill -1 reaches no host process
 //	kill the init                                  landlock signal scope or uid (EPERM), or the kernel's
 //	                                               rule that a namespace init ignores SIGKILL from inside
+//	end the session by signalling its init as      landlock signal scope (EPERM) when the init's
+//	  root inside (SIGTERM: Go's handler exits)      leader thread is outside the commands' domain;
+//	                                               NOT STOPPED when it is the confined spawning
+//	                                               thread (a self-DoS, not an escape): see
+//	                                               TestSignallingTheInitFromInsideLeavesTheSessionRunning
 //	read the host environment                      the init is started with an explicit environment
 //	fork bomb                                      pids cgroup (EAGAIN at Resources.Pids)
 //	memory bomb                                    memory cgroup (OOM kill, reported as OOMKilled)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -189,4 +190,59 @@ func TestReadingAnotherSessionsWorkspaceFails(t *testing.T) {
 			t.Errorf("the control attack in session A failed: %s", out)
 		}
 	})
+}
+
+// TestSignallingTheInitFromInsideLeavesTheSessionRunning sends every
+// catchable signal to the session's init (pid 1) as root inside, where
+// the uid check allows it. The init must survive: a pid namespace's init
+// gets only the signals it handles from inside, and a Go program handles
+// them all (by exiting) unless told otherwise.
+//
+// Whether landlock's signal scope stops the signal first depends on
+// which thread of the init is its thread-group leader: the confined
+// command-spawning thread can be the main thread (then the init's leader
+// is inside the commands' landlock domain and the signal goes through).
+// The test looks for such a session among a few and attacks it.
+func TestSignallingTheInitFromInsideLeavesTheSessionRunning(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	var sessions []sandbox.Session
+	confinedLeader := -1
+	for i := 0; i < 8 && confinedLeader < 0; i++ {
+		s, err := c.Create(ctx, withHelper(sandbox.Spec{User: "0"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		sessions = append(sessions, s)
+		st, _ := os.ReadFile("/proc/" + s.State().Handles["init_pid"] + "/status")
+		if strings.Contains(string(st), "\nSeccomp:\t2\n") {
+			confinedLeader = len(sessions) - 1
+		}
+	}
+	targets := []int{0}
+	if confinedLeader > 0 {
+		targets = append(targets, confinedLeader)
+	}
+	t.Logf("%d sessions made; the init's leader thread is the confined one in session %d", len(sessions), confinedLeader)
+	signals := []string{"1", "2", "3", "10", "12", "13", "14", "15", "20", "21", "22", "9", "19"}
+	for _, i := range targets {
+		s := sessions[i]
+		name := "a session whose init's leader thread is not confined"
+		if i == confinedLeader {
+			name = "a session whose init's leader thread is the confined one"
+		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{helper, "batch"}
+			for _, sig := range signals {
+				args = append(args, "kill 1 "+sig)
+			}
+			r, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: args, Timeout: 20 * time.Second})
+			t.Logf("signals %v to pid 1: %q, %v", signals, r.Stdout, err)
+			time.Sleep(100 * time.Millisecond)
+			if _, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+				t.Fatalf("a command killed its session's init with a signal: %v", err)
+			}
+		})
+	}
 }
