@@ -9,7 +9,7 @@ DEMO_OUT ?= $(CURDIR)/out/reconcile
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/agentbox
+	bash scripts/build.sh
 
 # setup installs what agentbox's tests and demo need on a fresh Debian host
 # (idempotent): tool packages and the locally built Docker base image.

@@ -25,7 +25,7 @@ if ((${#missing[@]})); then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-go build -o bin/agentbox ./cmd/agentbox
+bash scripts/build.sh
 
 if docker info >/dev/null 2>&1; then
 	bin/agentbox image build

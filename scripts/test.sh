@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Tests that drive the CLI use the binary make setup just built.
-go build -o bin/agentbox ./cmd/agentbox
+bash scripts/build.sh
 export AGENTBOX_BIN=$PWD/bin/agentbox
 
 echo "== go test (all packages)"
