@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -105,20 +106,30 @@ func proxyRequest(req string) error {
 	if _, err := io.WriteString(c, req); err != nil {
 		return err
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	// A hand-read answer (net/http would make the helper slow to build).
+	tp := textproto.NewReader(bufio.NewReader(c))
+	line, err := tp.ReadLine()
 	if err != nil {
 		return fmt.Errorf("read the proxy's answer: %w", err)
 	}
-	fmt.Printf("status: %d\n", resp.StatusCode)
-	if resp.StatusCode == 200 && strings.HasPrefix(req, "CONNECT ") {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return fmt.Errorf("malformed status line %q", line)
+	}
+	fmt.Printf("status: %s\n", f[1])
+	if f[1] == "200" && strings.HasPrefix(req, "CONNECT ") {
 		return nil // a tunnel: nothing more to read
 	}
-	// Everything else that came back: headers and (some) body.
+	hdr, _ := tp.ReadMIMEHeader()
+	// The rest: headers and (some) body. A refusal may keep the
+	// connection open, so the body is read by its length.
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 8192))
-	fmt.Printf("response headers: %q\nresponse body: %q\n", resp.Header, body)
-	if resp.StatusCode == 200 {
+	n, _ := strconv.Atoi(hdr.Get("Content-Length"))
+	body := make([]byte, min(n, 8192))
+	_, _ = io.ReadFull(tp.R, body)
+	fmt.Printf("response headers: %q\nresponse body: %q\n", hdr, body)
+	if f[1] == "200" {
 		return nil
 	}
-	return fmt.Errorf("proxy answered %d", resp.StatusCode)
+	return fmt.Errorf("proxy answered %s", f[1])
 }
