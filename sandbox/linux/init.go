@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -20,6 +21,17 @@ import (
 // initMarker is argv[0] of a re-executed agentbox that must serve as a
 // session's init.
 const initMarker = "agentbox-linux-init"
+
+// init pins the sandbox init's main goroutine to the main thread, the
+// thread-group leader. Threat: the confined spawning thread runs as the
+// session user; were it the leader, the kernel's permission check for a
+// signal sent to pid 1 would use its credentials, and a command running
+// as root inside the sandbox could end its own session's init.
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == initMarker {
+		runtime.LockOSThread()
+	}
+}
 
 // Main runs the sandbox init when this process was started as one, and
 // never returns then; otherwise it returns at once. Call it first thing
@@ -46,6 +58,19 @@ type initState struct {
 }
 
 func runInit() error {
+	// Catchable signals from inside the sandbox must not end the init
+	// (the kernel spares a pid namespace's init only signals it has no
+	// handler for, and Go handles them all). They are caught and dropped,
+	// not ignored: an ignored disposition would be inherited by every
+	// command across exec, a caught one is reset to the default.
+	drop := make(chan os.Signal, 16)
+	signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE,
+		syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF)
+	go func() {
+		for range drop {
+		}
+	}()
 	for fd := fdSetup; fd < fdJoinFirst+8; fd++ {
 		unix.CloseOnExec(fd) // inherited descriptors must not reach commands
 	}
