@@ -40,8 +40,15 @@ for a in "$@"; do
 	esac
 done
 
+# Built as installed (scripts/build.sh: agentbox and, beside it, the
+# agentbox-init that sessions run as their init); the driver goes next to
+# them so that its own sessions use the same init.
 mkdir -p bin
-go build -o bin/agentbox ./cmd/agentbox
+if [ -f scripts/build.sh ]; then
+	bash scripts/build.sh
+else
+	go build -o bin/agentbox ./cmd/agentbox
+fi
 go build -o bin/bench-native ./bench/native/driver
 
 if [ -n "${BENCH_MAX_LOAD:-}" ]; then

@@ -17,6 +17,8 @@ import (
 type idleResult struct {
 	mem   procMem
 	procs []string
+	// init is the program the init runs (from /proc/PID/exe).
+	init string
 }
 
 // settle is how long a session is left alone before it is measured, so
@@ -24,7 +26,7 @@ type idleResult struct {
 const settle = 500 * time.Millisecond
 
 // idleLib measures a session made through the library by this process:
-// its init (this binary re-executed) and every host process under it,
+// its init (whatever program c starts) and every host process under it,
 // after one exec and a pause. The egress proxy, when a session has one,
 // runs in the client process and is not part of this figure.
 func idleLib(ctx context.Context, c sandbox.Client, spec sandbox.Spec) (*idleResult, error) {
@@ -45,12 +47,13 @@ func idleLib(ctx context.Context, c sandbox.Client, spec sandbox.Spec) (*idleRes
 	if err != nil {
 		return nil, err
 	}
-	return &idleResult{mem: m, procs: names}, nil
+	return &idleResult{mem: m, procs: names, init: exeOf(pid)}, nil
 }
 
-// idleCLI measures the session of `agentbox exec -- sleep`, whose init is
-// the agentbox binary itself: the init and its host-side helpers, not the
-// sleeping workload. It also returns the CLI process's own memory.
+// idleCLI measures the session of `agentbox exec -- sleep` as installed
+// (the init is agentbox-init when it sits next to agentbox, else agentbox
+// itself): the init and its host-side helpers, not the sleeping workload.
+// It also returns the CLI process's own memory.
 func idleCLI(agentbox string) (session *idleResult, client procMem, err error) {
 	cmd := exec.Command(agentbox, "exec", "--", "sleep", "3")
 	if err := cmd.Start(); err != nil {
@@ -77,7 +80,7 @@ func idleCLI(agentbox string) (session *idleResult, client procMem, err error) {
 	if err != nil {
 		return nil, procMem{}, err
 	}
-	r := &idleResult{}
+	r := &idleResult{init: exeOf(initPid)}
 	for _, pid := range pids {
 		name := cmdline(pid)
 		if strings.HasPrefix(name, "sleep") {
@@ -95,6 +98,15 @@ func idleCLI(agentbox string) (session *idleResult, client procMem, err error) {
 		return nil, procMem{}, err
 	}
 	return r, client, nil
+}
+
+// exeOf is the program pid runs.
+func exeOf(pid int) string {
+	p, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+	if err != nil {
+		return "unknown"
+	}
+	return p
 }
 
 func cmdline(pid int) string {

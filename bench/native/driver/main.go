@@ -7,12 +7,15 @@
 //     through the library in this process, split into Create, Exec, Close;
 //   - exec in a live session: Session.Exec of /bin/true against an os/exec
 //     of it, alternated;
-//   - idle session host memory: PSS of the session's host-side processes;
+//   - idle session host memory: PSS of the session's host-side processes,
+//     as installed (agentbox-init as the init) and in the fallback
+//     (agentbox re-executing itself);
 //   - many concurrent sessions: failures, wall time, peak host memory.
 //
 // It needs root (the linux backend does) and is normally run by
-// bench/native/run.sh. It re-executes itself as the sessions' init, so it
-// calls linux.Main first.
+// bench/native/run.sh. Its sessions run agentbox-init when it sits next
+// to the driver (run.sh builds both into bin/), else the driver itself,
+// so it calls linux.Main first.
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -111,8 +115,8 @@ func run(o opts, out io.Writer) error {
 			cBwrap:    {"bwrap (comparable confinement) true", bwrapArgs(o.bwrap, ws, "true")},
 			cUnshare:  {"unshare (same namespaces) --fork true", unshareArgs(o.unshare, "true")},
 			cBare:     {"bare /bin/true", []string{"/bin/true"}},
-			cHelp:     {"agentbox --help (its process start and package inits)", []string{o.agentbox, "--help"}},
-			cSelf:     {"driver -noop (a small Go binary's process start)", []string{self, "-noop"}},
+			cHelp:     {"agentbox --help (the CLI's process start and package inits)", []string{o.agentbox, "--help"}},
+			cSelf:     {"bench-native -noop (a small Go binary's process start)", []string{self, "-noop"}},
 		}
 		progress("cold start, %d interleaved rounds of %d contenders", o.coldN, len(cmds)+1)
 		if r.cold, err = runCold(ctx, o.coldN, cmds, c, cliSpec); err != nil {
@@ -138,8 +142,18 @@ func run(o opts, out io.Writer) error {
 		if r.idleCLI, r.cliClient, err = idleCLI(o.agentbox); err != nil {
 			return fmt.Errorf("idle memory through the command line: %w", err)
 		}
-		if r.idleLib, err = idleLib(ctx, c, cliSpec); err != nil {
-			return fmt.Errorf("idle memory through the library: %w", err)
+		// The fallback when agentbox-init is not installed: agentbox
+		// re-executes itself as the init.
+		self, err := filepath.Abs(o.agentbox)
+		if err != nil {
+			return fmt.Errorf("locate %s: %w", o.agentbox, err)
+		}
+		cf, err := linux.New(linux.Options{InitBinary: self, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return fmt.Errorf("start the linux backend with %s as init: %w", self, err)
+		}
+		if r.idleLib, err = idleLib(ctx, cf, cliSpec); err != nil {
+			return fmt.Errorf("idle memory with agentbox as its own init: %w", err)
 		}
 	}
 	if o.want("many") {

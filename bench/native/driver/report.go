@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ func (r *results) rows() []row {
 			row{"cold start p95: `agentbox exec -- true` vs bwrap", ms(ab.p95()), ms(bw.p95()), ratio(ab.p95(), bw.p95()), "", ""},
 			row{"cold start p50 vs `unshare ... --fork true`", ms(ab.p50()), ms(c.cmds[cUnshare].p50()), ratio(ab.p50(), c.cmds[cUnshare].p50()), "", ""},
 			row{"cold start p50 vs bare `/bin/true`", ms(ab.p50()), ms(c.cmds[cBare].p50()), ratio(ab.p50(), c.cmds[cBare].p50()), "", ""},
-			row{"cold start p50 in-process (Create + Exec + Close) vs bwrap", ms(c.lib.total.p50()), ms(bw.p50()), ratio(c.lib.total.p50(), bw.p50()), "", ""},
+			row{"cold start p50 through the library in-process (Create + Exec + Close) vs bwrap", ms(c.lib.total.p50()), ms(bw.p50()), ratio(c.lib.total.p50(), bw.p50()), "", ""},
 		)
 	}
 	if l := r.live; l != nil {
@@ -76,10 +77,10 @@ func (r *results) rows() []row {
 		)
 	}
 	if i := r.idleCLI; i != nil {
-		rows = append(rows, row{"idle session host memory (PSS of init + helpers; agentbox binary as init)", mib(i.mem.PSS), "", "", "< 8 MiB", verdict(i.mem.PSS < idleTarget)})
+		rows = append(rows, row{fmt.Sprintf("idle session host memory, `agentbox exec` as installed (PSS of init + helpers; init %s)", filepath.Base(i.init)), mib(i.mem.PSS), "", "", "< 8 MiB", verdict(i.mem.PSS < idleTarget)})
 	}
 	if i := r.idleLib; i != nil {
-		rows = append(rows, row{"idle session host memory (library; the small driver binary as init)", mib(i.mem.PSS), "", "", "< 8 MiB", verdict(i.mem.PSS < idleTarget)})
+		rows = append(rows, row{fmt.Sprintf("idle session host memory, fallback without agentbox-init (init %s)", filepath.Base(i.init)), mib(i.mem.PSS), "", "", "", ""})
 	}
 	if m := r.many; m != nil {
 		rows = append(rows, row{fmt.Sprintf("%d concurrent sessions (Create, exec, Close): failures", m.n),
@@ -123,11 +124,11 @@ func (r *results) write(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if r.idleCLI != nil {
-		fmt.Fprintf(w, "Idle session, agentbox binary as init: %s; processes: %s. The `agentbox exec` client process itself, while it waits: %s.\n\n",
-			memLine(r.idleCLI.mem), strings.Join(r.idleCLI.procs, "; "), memLine(r.cliClient))
+		fmt.Fprintf(w, "Idle session of `agentbox exec`, init %s: %s; processes: %s. The `agentbox exec` client process itself, while it waits: %s.\n\n",
+			r.idleCLI.init, memLine(r.idleCLI.mem), strings.Join(r.idleCLI.procs, "; "), memLine(r.cliClient))
 	}
 	if r.idleLib != nil {
-		fmt.Fprintf(w, "Idle session, driver binary as init: %s; processes: %s.\n\n", memLine(r.idleLib.mem), strings.Join(r.idleLib.procs, "; "))
+		fmt.Fprintf(w, "Idle session with agentbox re-executing itself as init (%s): %s; processes: %s.\n\n", r.idleLib.init, memLine(r.idleLib.mem), strings.Join(r.idleLib.procs, "; "))
 	}
 	for _, m := range []*manyResult{r.many, r.manyCLI} {
 		if m == nil {
