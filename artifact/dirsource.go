@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -106,7 +107,7 @@ func (d *DirSource) walk(ctx context.Context, dir int, rel string, descend func(
 			}
 			return fmt.Errorf("stat %s: %w", r, err)
 		}
-		e := Entry{Path: r, Mode: statMode(st.Mode), Size: st.Size, Nlink: uint64(st.Nlink)}
+		e := Entry{Path: r, Mode: fsmode.FromStat(st.Mode), Size: st.Size, Nlink: uint64(st.Nlink)}
 		if e.Mode&fs.ModeSymlink != 0 {
 			e.Target, _ = readlinkAt(dir, n)
 		}
@@ -156,10 +157,10 @@ func (d *DirSource) Open(ctx context.Context, rel string) (io.ReadCloser, Entry,
 		unix.Close(f)
 		return nil, Entry{}, fmt.Errorf("fstat %s: %w", rel, err)
 	}
-	e := Entry{Path: clean, Mode: statMode(st.Mode), Size: st.Size, Nlink: uint64(st.Nlink)}
+	e := Entry{Path: clean, Mode: fsmode.FromStat(st.Mode), Size: st.Size, Nlink: uint64(st.Nlink)}
 	if !e.Mode.IsRegular() {
 		unix.Close(f)
-		return nil, e, fmt.Errorf("open %s: it is a %s, not a regular file", rel, typeName(e.Mode))
+		return nil, e, fmt.Errorf("open %s: it is a %s, not a regular file", rel, fsmode.Describe(e.Mode))
 	}
 	if err := unix.SetNonblock(f, false); err != nil {
 		unix.Close(f)
@@ -198,47 +199,4 @@ func readlinkAt(dir int, name string) (string, error) {
 		return "", err
 	}
 	return string(buf[:n]), nil
-}
-
-// statMode turns st_mode into fs.FileMode type and permission bits.
-func statMode(m uint32) fs.FileMode {
-	perm := fs.FileMode(m & 0o777)
-	switch m & unix.S_IFMT {
-	case unix.S_IFREG:
-		return perm
-	case unix.S_IFDIR:
-		return perm | fs.ModeDir
-	case unix.S_IFLNK:
-		return perm | fs.ModeSymlink
-	case unix.S_IFIFO:
-		return perm | fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return perm | fs.ModeSocket
-	case unix.S_IFCHR:
-		return perm | fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return perm | fs.ModeDevice
-	}
-	return perm | fs.ModeIrregular
-}
-
-// typeName names a file type for messages.
-func typeName(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "regular file"
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m&fs.ModeNamedPipe != 0:
-		return "fifo"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeDevice != 0:
-		return "block device"
-	}
-	return "special file"
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -210,7 +211,7 @@ func (p *promotion) static(c *candidate) {
 			p.fail(c, o, "regular_file", "is a symlink (-> %s); links are never promoted", e.Target)
 			continue
 		case !e.Mode.IsRegular():
-			p.fail(c, o, "regular_file", "is a %s; only regular files are promoted", typeName(e.Mode))
+			p.fail(c, o, "regular_file", "is a %s; only regular files are promoted", fsmode.Describe(e.Mode))
 			continue
 		}
 		p.pass(c, o, "regular_file", "")

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -139,7 +140,7 @@ func (s *SessionSource) Open(ctx context.Context, rel string) (io.ReadCloser, En
 		}
 		e := Entry{Path: rel, Mode: fi.Mode, Size: fi.Size, Target: fi.Target, Nlink: 1}
 		if !fi.Mode.IsRegular() || fi.IsDir {
-			return nil, e, fmt.Errorf("artifact: %s is a %s now, not a regular file", s.Where(rel), typeName(fi.Mode))
+			return nil, e, fmt.Errorf("artifact: %s is a %s now, not a regular file", s.Where(rel), fsmode.Describe(fi.Mode))
 		}
 		if fi.Size != int64(len(data)) {
 			return nil, e, fmt.Errorf("artifact: %s changed while being read (%d bytes read, %d listed)", s.Where(rel), len(data), fi.Size)

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/fsmode"
 )
 
 // The helpers here walk paths one component at a time from a directory
@@ -76,7 +78,7 @@ func openRegularAt(dir int, name, display string) (*os.File, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("open %s: it is a %s now, not a regular file (changed since validation?)", display, typeName(statMode(st.Mode)))
+		return nil, fmt.Errorf("open %s: it is a %s now, not a regular file (changed since validation?)", display, fsmode.Describe(fsmode.FromStat(st.Mode)))
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		unix.Close(fd)
@@ -91,26 +93,6 @@ func noFollowErr(err error) error {
 		return fmt.Errorf("%w (a symlink where none was expected)", err)
 	}
 	return err
-}
-
-// statMode turns st_mode into the fs.FileMode type bits.
-func statMode(m uint32) fs.FileMode {
-	perm := fs.FileMode(m & 0o777)
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return perm | fs.ModeDir
-	case unix.S_IFLNK:
-		return perm | fs.ModeSymlink
-	case unix.S_IFIFO:
-		return perm | fs.ModeNamedPipe
-	case unix.S_IFSOCK:
-		return perm | fs.ModeSocket
-	case unix.S_IFCHR:
-		return perm | fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFBLK:
-		return perm | fs.ModeDevice
-	}
-	return perm
 }
 
 // owner is who created files belong to; a negative id is left as is.

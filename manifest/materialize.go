@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -359,7 +360,7 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 			}
 			*links = append(*links, r)
 		default:
-			return fmt.Errorf("%s is a %s now; only regular files, directories and symlinks are copied", srcShow, typeName(statMode(st.Mode)))
+			return fmt.Errorf("%s is a %s now; only regular files, directories and symlinks are copied", srcShow, fsmode.Describe(fsmode.FromStat(st.Mode)))
 		}
 	}
 	return nil

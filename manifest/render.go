@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -109,7 +110,7 @@ func (r *renderer) dir(host, rel string, depth int, indent string) {
 			}
 			r.line(indent, "%s%s", name, size)
 		default:
-			r.line(indent, "%s  (%s)", name, typeName(t))
+			r.line(indent, "%s  (%s)", name, fsmode.Describe(t))
 		}
 	}
 }

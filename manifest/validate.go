@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -315,7 +316,7 @@ func (v *validator) sourceFile(where, real string) int64 {
 		return 0
 	}
 	if !fi.Mode().IsRegular() {
-		v.ps.add(errInvalid, where, "local_file src %s is a %s, not a regular file", real, typeName(fi.Mode()))
+		v.ps.add(errInvalid, where, "local_file src %s is a %s, not a regular file", real, fsmode.Describe(fi.Mode()))
 		return 0
 	}
 	return fi.Size()
@@ -331,7 +332,7 @@ func (v *validator) sourceTree(where, real string) int64 {
 		return 0
 	}
 	if !fi.IsDir() {
-		v.ps.add(errInvalid, where, "local_dir src %s is a %s, not a directory", real, typeName(fi.Mode()))
+		v.ps.add(errInvalid, where, "local_dir src %s is a %s, not a directory", real, fsmode.Describe(fi.Mode()))
 		return 0
 	}
 	var total int64
@@ -360,7 +361,7 @@ func (v *validator) sourceTree(where, real string) int64 {
 				v.ps.add(errEscape, where, "local_dir src %s: symlink %s %s", real, rel, msg)
 			}
 		default:
-			report("local_dir src %s: %s is a %s; only regular files, directories and symlinks are copied", real, rel, typeName(t))
+			report("local_dir src %s: %s is a %s; only regular files, directories and symlinks are copied", real, rel, fsmode.Describe(t))
 		}
 		return nil
 	})
@@ -409,27 +410,6 @@ func (v *validator) users() {
 // within reports whether p is dir or below it (both clean, absolute).
 func within(dir, p string) bool {
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
-// typeName names a file type for messages.
-func typeName(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "regular file"
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeSymlink != 0:
-		return "symlink"
-	case m&fs.ModeNamedPipe != 0:
-		return "fifo"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeDevice != 0:
-		return "block device"
-	}
-	return "special file"
 }
 
 // unwrapPathErr drops the *PathError's repetition of the path.

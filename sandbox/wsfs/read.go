@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -39,7 +40,7 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 		return nil, mapErr(op, rel, fmt.Errorf("stat: %w", err))
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrInvalid, fmt.Errorf("not a regular file (%v)", fileMode(st.Mode).Type()))
+		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrInvalid, fmt.Errorf("not a regular file (%v)", fsmode.FromStat(st.Mode).Type()))
 	}
 	if max > 0 && st.Size > max {
 		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrOutputLimit, fmt.Errorf("file is %d bytes, the limit is %d", st.Size, max))
