@@ -40,7 +40,13 @@ fi
 
 work=${WORKDIR:-$(mktemp -d "${TMPDIR:-/var/tmp}/agentbox-snapbench.XXXXXX")}
 mkdir -p "$work"
-cleanup() { if [ "$KEEP" != 1 ]; then rm -rf "$work"; fi; }
+cleanup() {
+	if [ "$KEEP" != 1 ]; then
+		rm -rf "$work"
+	else
+		rm -rf "$work"/out-* "$work"/store-* "$work"/ws-*.tar.zst
+	fi
+}
 trap cleanup EXIT
 
 # The binary under test: agentbox, or (when the CLI does not build at this
@@ -96,34 +102,40 @@ measure() {
 	printf '  %-20s %6.2f s wall, %6.2f s CPU (user+sys)\n' "$name" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN{print u+s}')" >&2
 }
 
-tar_save() { tar -C "$ws" -cf - . | zstd -q -f -o "$work/ws.tar.zst"; }
-tar_save_sync() { tar_save && sync -f "$work/ws.tar.zst"; }
-tar_restore() { mkdir "$work/out-tar" && zstd -q -d -c "$work/ws.tar.zst" | tar -C "$work/out-tar" -xf -; }
-ab_save() { save_cmd "$work/store" "$ws" >"$work/id"; }
-ab_save_again() { save_cmd "$work/store" "$ws" >/dev/null; }
-ab_restore() { restore_cmd "$work/store" "$(cat "$work/id")" "$work/out-ab"; }
+# Every repetition writes to fresh paths (suffix $rep) and nothing is
+# deleted until the end: creating files where thousands were just deleted
+# makes ext4's inode allocation several times slower (recently_deleted),
+# which would measure the deletion instead of the tools.
+tar_save() { tar -C "$ws" -cf - . | zstd -q -f -o "$work/ws-$rep.tar.zst"; }
+tar_save_sync() { tar_save && sync -f "$work/ws-$rep.tar.zst"; }
+tar_restore() { mkdir "$work/out-tar-$rep" && zstd -q -d -c "$work/ws-$rep.tar.zst" | tar -C "$work/out-tar-$rep" -xf -; }
+ab_save() { save_cmd "$work/store-$rep" "$ws" >"$work/id"; }
+ab_save_again() { save_cmd "$work/store-$rep" "$ws" >/dev/null; }
+ab_restore() { restore_cmd "$work/store-$rep" "$(cat "$work/id")" "$work/out-ab-$rep"; }
 
 export ws work bin
 export -f save_cmd restore_cmd tar_save tar_save_sync tar_restore ab_save ab_save_again ab_restore
 : >"$work/results"
 echo "workspace: $files files, $bytes bytes; cache: $([ "$COLD" = 1 ] && echo cold || echo warm); $REPS repetitions" >&2
+# Outputs of an earlier run in a kept WORKDIR (the workspace stays).
+rm -rf "$work"/out-* "$work"/store-* "$work"/ws-*.tar.zst
+sync
 for rep in $(seq "$REPS"); do
 	echo "repetition $rep" >&2
-	rm -rf "$work/store" "$work/ws.tar.zst"
-	# Removing the previous outputs is not timed.
-	measure tar_save tar_save "rm -f '$work/ws.tar.zst'"
-	measure tar_save_sync tar_save_sync "rm -f '$work/ws.tar.zst'"
-	measure ab_save ab_save "rm -rf '$work/store'"
+	export rep
+	measure tar_save tar_save
+	measure tar_save_sync tar_save_sync
+	measure ab_save ab_save
 	measure ab_save_unchanged ab_save_again
-	measure tar_restore tar_restore "rm -rf '$work/out-tar'"
-	measure ab_restore ab_restore "rm -rf '$work/out-ab'"
+	measure tar_restore tar_restore
+	measure ab_restore ab_restore
 done
 
 # The restored trees must equal the workspace.
-diff -r "$ws" "$work/out-ab" >/dev/null || { echo "run.sh: the restored tree differs from the workspace" >&2; exit 1; }
+diff -r "$ws" "$work/out-ab-$REPS" >/dev/null || { echo "run.sh: the restored tree differs from the workspace" >&2; exit 1; }
 
-tar_size=$(stat -c %s "$work/ws.tar.zst")
-store_size=$(du -sb --apparent-size "$work/store/objects" "$work/store/packs" | awk '{s+=$1} END {print s}')
+tar_size=$(stat -c %s "$work/ws-$REPS.tar.zst")
+store_size=$(du -sb --apparent-size "$work/store-$REPS/objects" "$work/store-$REPS/packs" | awk '{s+=$1} END {print s}')
 
 echo
 echo "snapshot benchmark: $files files, $(awk -v b="$bytes" 'BEGIN{printf "%.0f", b/1048576}') MiB, page cache $([ "$COLD" = 1 ] && echo "dropped before each step" || echo "warm"), $REPS reps, $(nproc) CPUs, tool: $tool"
