@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/artifact"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 func init() { register(newPromoteCmd) }
@@ -33,6 +34,10 @@ links or special files. Passing files are staged beside the destination and
 moved in atomically with ` + artifact.RecordName + ` (sha256, size, type,
 source path, run id, time, rule results). If any rule fails nothing is
 promoted, and every file and the rule it broke is listed.
+
+--from takes a workspace directory, or the state file of a session (written
+by agentbox run --save-state), in which case the session's workspace on the
+host is promoted from.
 
 Promoting from a directory cannot run the rules' validate commands (they run
 inside a live sandbox, through the Go API); a rule with one fails here.
@@ -58,7 +63,11 @@ Exit status: 0 when promoted, 125 when refused or on any error.`,
 			if err != nil {
 				return fail(err)
 			}
-			src, err := artifact.NewDirSource(from)
+			dir, err := promoteSourceDir(from)
+			if err != nil {
+				return fail(err)
+			}
+			src, err := artifact.NewDirSource(dir)
 			if err != nil {
 				return fail(err)
 			}
@@ -80,7 +89,7 @@ Exit status: 0 when promoted, 125 when refused or on any error.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&from, "from", "", "workspace directory to promote from")
+	fl.StringVar(&from, "from", "", "workspace `DIR` to promote from, or a session state FILE (agentbox run --save-state) whose workspace is used")
 	fl.StringVar(&rulesFile, "rules", "", "rules file (YAML, or JSON when it ends in .json)")
 	fl.StringVar(&to, "to", "", "destination directory (created if missing; existing files are never overwritten)")
 	fl.StringVar(&runID, "run-id", "", "run id to record in the provenance")
@@ -105,4 +114,31 @@ func writePromoteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// promoteSourceDir is the workspace to promote from: from itself when it
+// is a directory, else the workspace recorded in a session state file.
+func promoteSourceDir(from string) (string, error) {
+	fi, err := os.Stat(from)
+	if err != nil {
+		return "", fmt.Errorf("--from %s: %w", from, err)
+	}
+	if fi.IsDir() {
+		return from, nil
+	}
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return "", fmt.Errorf("--from %s: %w", from, err)
+	}
+	st, err := sandbox.UnmarshalState(data)
+	if err != nil {
+		return "", fmt.Errorf("--from %s is neither a directory nor a session state file: %w", from, err)
+	}
+	if st.Workspace == "" {
+		return "", fmt.Errorf("--from %s: session %s has no host workspace to promote from", from, st)
+	}
+	if _, err := os.Stat(st.Workspace); err != nil {
+		return "", fmt.Errorf("--from %s: the workspace of session %s is gone (%w); restore its snapshot first (agentbox snapshot restore)", from, st, err)
+	}
+	return st.Workspace, nil
 }

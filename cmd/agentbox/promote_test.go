@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 func TestPromoteCommand(t *testing.T) {
@@ -64,5 +66,40 @@ func TestPromoteCommand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPromoteFromASessionStateFileUsesItsWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, "out"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "out", "report.md"), []byte("# Report\n\nAll good.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, err := sandbox.MarshalState(sandbox.State{Version: sandbox.StateVersion, Backend: "linux", ID: "abc", Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateFile := filepath.Join(t.TempDir(), "state.json")
+	if err := os.WriteFile(stateFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := promoteSourceDir(stateFile)
+	if err != nil || got != ws {
+		t.Fatalf("promoteSourceDir(state) = %q, %v; want %q", got, err, ws)
+	}
+	if err := os.RemoveAll(ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := promoteSourceDir(stateFile); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("a state whose workspace is gone: %v, want an error saying so", err)
+	}
+	junk := filepath.Join(t.TempDir(), "junk.txt")
+	if err := os.WriteFile(junk, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := promoteSourceDir(junk); err == nil || !strings.Contains(err.Error(), "neither a directory nor a session state") {
+		t.Fatalf("a junk file: %v", err)
 	}
 }
