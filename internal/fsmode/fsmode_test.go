@@ -22,7 +22,7 @@ func TestFromStatKeepsTypeAndSpecialBits(t *testing.T) {
 		{unix.S_IFBLK | 0o660, fs.ModeDevice | 0o660, "block device"},
 		{unix.S_IFREG | unix.S_ISUID | 0o755, fs.ModeSetuid | 0o755, "regular file"},
 		{unix.S_IFDIR | unix.S_ISVTX | 0o777, fs.ModeDir | fs.ModeSticky | 0o777, "directory"},
-		{0o170000 &^ unix.S_IFMT | 0o644, fs.ModeIrregular | 0o644, "special file"},
+		{0o170000&^unix.S_IFMT | 0o644, fs.ModeIrregular | 0o644, "special file"},
 	}
 	for _, tt := range tests {
 		got := FromStat(tt.raw)
