@@ -210,3 +210,37 @@ func BenchmarkExecOverBare(b *testing.B) {
 	b.ReportMetric(float64(ps.Microseconds()), "exec-p50-µs")
 	b.ReportMetric(float64((ps - pb).Microseconds()), "overhead-p50-µs")
 }
+
+// BenchmarkColdPhases times the phases of a cold session apart: Create,
+// the first Exec of true, a second one, and Close.
+func BenchmarkColdPhases(b *testing.B) {
+	c := newTestClient(b)
+	var create, first, second, closing []time.Duration
+	for b.Loop() {
+		t := time.Now()
+		s, err := c.Create(context.Background(), sandbox.Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		create = append(create, time.Since(t))
+		for _, d := range []*[]time.Duration{&first, &second} {
+			t = time.Now()
+			if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
+				b.Fatal(err)
+			}
+			*d = append(*d, time.Since(t))
+		}
+		t = time.Now()
+		if err := s.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		closing = append(closing, time.Since(t))
+	}
+	for _, m := range []struct {
+		name string
+		s    []time.Duration
+	}{{"create", create}, {"exec1", first}, {"exec2", second}, {"close", closing}} {
+		slices.Sort(m.s)
+		b.ReportMetric(float64(m.s[len(m.s)/2].Microseconds()), m.name+"-p50-µs")
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +54,7 @@ type initState struct {
 	waiters map[int]chan syscall.WaitStatus
 	pending []*group // command groups not yet empty
 	seq     atomic.Uint64
+	trim    *idleTrim
 }
 
 func runInit() error {
@@ -101,8 +101,8 @@ func runInit() error {
 	}
 	_ = setupConn.Close()
 	// An idle session should cost the host little: return the set-up's
-	// garbage (and the heap of the binary's package initialisers) now.
-	debug.FreeOSMemory()
+	// garbage once the session first goes quiet (not now: see idleTrim).
+	st.trim = startIdleTrim()
 	if cfg.SessionTimeout > 0 {
 		// The session's clock starts when it is ready, as the client's.
 		time.AfterFunc(time.Duration(cfg.SessionTimeout), func() {
@@ -248,6 +248,9 @@ func (st *initState) serve(ln *net.UnixListener) error {
 			}
 			time.Sleep(10 * time.Millisecond)
 			continue
+		}
+		if st.trim != nil {
+			st.trim.busy()
 		}
 		go st.handle(c)
 	}
