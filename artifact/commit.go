@@ -2,9 +2,11 @@ package artifact
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,6 +78,18 @@ func commit(staging, dest string, cands []*candidate) error {
 		}
 		return syncDir(filepath.Dir(dest))
 	}
+	// Every path below dest is resolved through an os.Root of it, so a
+	// symlink someone else planted there (dest/out -> /etc) is not
+	// followed out of dest.
+	if filepath.Dir(staging) != dest {
+		return sandbox.Errorf(sandbox.ErrInvalid, "artifact: destination %s appeared while promoting; nothing promoted", dest)
+	}
+	root, err := os.OpenRoot(dest)
+	if err != nil {
+		return fmt.Errorf("artifact: open destination %s: %w", dest, err)
+	}
+	defer root.Close()
+	stageRel := filepath.Base(staging)
 	names := make([]string, 0, len(cands)+1)
 	for _, c := range cands {
 		names = append(names, filepath.FromSlash(c.entry.Path))
@@ -83,8 +97,12 @@ func commit(staging, dest string, cands []*candidate) error {
 	names = append(names, RecordName)
 	var clash []string
 	for _, n := range names {
-		if _, err := os.Lstat(filepath.Join(dest, n)); err == nil {
+		_, err := root.Lstat(n)
+		switch {
+		case err == nil:
 			clash = append(clash, n)
+		case !errors.Is(err, fs.ErrNotExist):
+			return sandbox.Wrap("artifact: check "+filepath.Join(dest, n), sandbox.ErrPathEscape, err)
 		}
 	}
 	if len(clash) > 0 {
@@ -94,25 +112,27 @@ func commit(staging, dest string, cands []*candidate) error {
 	var made []string
 	undo := func() {
 		for i := len(moved) - 1; i >= 0; i-- {
-			_ = os.Rename(filepath.Join(dest, moved[i]), filepath.Join(staging, moved[i]))
+			_ = root.Rename(moved[i], filepath.Join(stageRel, moved[i]))
 		}
-		slices.Reverse(made)
+		// Deepest first, so that each is empty when its turn comes.
+		slices.SortStableFunc(made, func(a, b string) int {
+			return strings.Count(b, string(filepath.Separator)) - strings.Count(a, string(filepath.Separator))
+		})
 		for _, d := range made {
-			_ = os.Remove(d)
+			_ = root.Remove(d)
 		}
 	}
 	for _, n := range names {
-		target := filepath.Join(dest, n)
-		for d := filepath.Dir(target); d != dest; d = filepath.Dir(d) {
-			if _, err := os.Lstat(d); os.IsNotExist(err) {
+		for d := filepath.Dir(n); d != "."; d = filepath.Dir(d) {
+			if _, err := root.Lstat(d); errors.Is(err, fs.ErrNotExist) {
 				made = append(made, d)
 			}
 		}
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		if err := root.MkdirAll(filepath.Dir(n), 0o755); err != nil {
 			undo()
-			return fmt.Errorf("artifact: create %s: %w", filepath.Dir(target), err)
+			return fmt.Errorf("artifact: create %s in %s: %w", filepath.Dir(n), dest, err)
 		}
-		if err := os.Rename(filepath.Join(staging, n), target); err != nil {
+		if err := root.Rename(filepath.Join(stageRel, n), n); err != nil {
 			undo()
 			return fmt.Errorf("artifact: move %s into %s: %w", n, dest, err)
 		}

@@ -76,6 +76,9 @@ func Promote(ctx context.Context, src Source, rules *Rules, dest string, opts Pr
 	if fi, err := os.Lstat(destAbs); err == nil && !fi.IsDir() {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "artifact: promote: destination %s exists and is not a directory", dest)
 	}
+	if err := checkDestOutsideSource(src, destAbs); err != nil {
+		return nil, err
+	}
 	entries, err := src.List(ctx, rules.mayContain)
 	if err != nil {
 		return nil, err
