@@ -50,7 +50,6 @@ type tarEntry struct {
 	name, link string
 	typ        byte
 	data       string
-	size       int64 // when set, overrides len(data) for a sparse-like lie
 	pax        map[string]string
 }
 

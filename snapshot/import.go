@@ -156,7 +156,8 @@ func (im *importer) entry(h *tar.Header, tr *tar.Reader) error {
 	switch h.Typeflag {
 	case tar.TypeDir:
 		e.Type = TypeDir
-	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives use TypeRegA
+	//lint:ignore SA1019 archives from old tar writers still use TypeRegA
+	case tar.TypeReg, tar.TypeRegA:
 		e.Type = TypeFile
 		if err := im.content(&e, h, tr); err != nil {
 			return err

@@ -159,13 +159,8 @@ func (s *session) isExpired() bool {
 	return s.expired
 }
 
-// runHelper runs a short agentbox command (the killer, the OOM probe) in
-// the container and returns its output; a non-zero exit is an error.
-func (s *session) runHelper(ctx context.Context, cmd []string) error {
-	_, err := s.helperOutput(ctx, cmd)
-	return err
-}
-
+// helperOutput runs a short agentbox command (the killer, the OOM probe)
+// in the container and returns its output; a non-zero exit is an error.
 func (s *session) helperOutput(ctx context.Context, cmd []string) ([]byte, error) {
 	created, err := s.c.api.ExecCreate(ctx, s.containerID, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {

@@ -273,12 +273,6 @@ func (s *session) takeProcs() []*process {
 	return out
 }
 
-func (s *session) forget(p *process) {
-	s.mu.Lock()
-	delete(s.procs, p)
-	s.mu.Unlock()
-}
-
 // killAll kills each process group; release also closes their streams.
 func killAll(procs []*process, release bool) error {
 	var first error

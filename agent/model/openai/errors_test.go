@@ -20,8 +20,6 @@ func okBody(t *testing.T, api string) string {
 	return jsonOf(t, responsesBody("resp", []map[string]any{textItem("ok")}, 1, 1))
 }
 
-const apiError = `{"error":{"message":"%s","type":"invalid_request_error","param":null,"code":null}}`
-
 func TestRetries(t *testing.T) {
 	for _, api := range []string{"responses", "chat"} {
 		t.Run(api+": a 429 with Retry-After is waited out and then succeeds", func(t *testing.T) {

@@ -30,7 +30,6 @@ type results struct {
 	took      time.Duration
 	loadStart string
 	cold      *coldResult
-	coldNames []string // agentbox exec, bwrap, unshare, bare, binary starts
 	live      *liveResult
 	idleCLI   *idleResult
 	cliClient procMem

@@ -119,12 +119,11 @@ var fixedMonthly = []monthly{
 }
 
 type builder struct {
-	r      *rand.Rand
-	s      *Statements
-	bal    Cents
-	trx    int
-	je     int
-	dupRef string
+	r   *rand.Rand
+	s   *Statements
+	bal Cents
+	trx int
+	je  int
 }
 
 func (b *builder) amount(min, max Cents) Cents { return min + Cents(b.r.Int64N(int64(max-min+1))) }
