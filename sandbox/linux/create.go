@@ -151,9 +151,11 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 			cfg.Tracking = "v1"
 		}
 	}
-	pid, report, err := c.startInit(ctx, dir, cfg, g, trackDir)
-	if pid > 0 {
-		u.push(func() { killInit(pid) })
+	child, report, err := c.startInit(ctx, dir, cfg, g, trackDir)
+	pid := 0
+	if child != nil {
+		pid = child.proc.Pid
+		u.push(child.kill)
 	}
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
@@ -166,6 +168,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	st.Handles["landlock"] = report
 
 	s := newSession(c, st, g)
+	s.child = child
 	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
 		if err := s.startEgress(spec.Policy.Network); err != nil {
 			return nil, sandbox.Wrap(op, nil, err)
@@ -269,25 +272,25 @@ func parseUser(s string) (int, int, error) {
 
 // startInit re-executes the agentbox binary as the session's init in new
 // namespaces, moves it into the session's cgroups, sends it its config
-// and waits until it serves. It returns the init's host pid even on
-// failure (when one was started) so that the caller can kill it.
-func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, trackDir string) (int, string, error) {
+// and waits until it serves. It returns the init even on failure (when
+// one was started) so that the caller can kill it.
+func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, trackDir string) (*initChild, string, error) {
 	sockPath := filepath.Join(dir, "control.sock")
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sockPath, Net: "unixpacket"})
 	if err != nil {
-		return 0, "", fmt.Errorf("listen on %s: %w", sockPath, err)
+		return nil, "", fmt.Errorf("listen on %s: %w", sockPath, err)
 	}
 	ln.SetUnlinkOnClose(false)
 	lnFile, err := ln.File()
 	ln.Close()
 	if err != nil {
-		return 0, "", fmt.Errorf("control socket file: %w", err)
+		return nil, "", fmt.Errorf("control socket file: %w", err)
 	}
 	defer lnFile.Close()
 
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return 0, "", fmt.Errorf("setup socket pair: %w", err)
+		return nil, "", fmt.Errorf("setup socket pair: %w", err)
 	}
 	parentEnd := os.NewFile(uintptr(pair[0]), "setup")
 	childEnd := os.NewFile(uintptr(pair[1]), "setup-init")
@@ -298,7 +301,7 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	if trackDir != "" {
 		tf, err := os.Open(trackDir)
 		if err != nil {
-			return 0, "", fmt.Errorf("open tracking group %s: %w", trackDir, err)
+			return nil, "", fmt.Errorf("open tracking group %s: %w", trackDir, err)
 		}
 		defer tf.Close()
 		extra[2] = tf
@@ -306,7 +309,7 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		// fd 5 must still be taken so the join fds keep their numbers.
 		devnull, err := os.Open(os.DevNull)
 		if err != nil {
-			return 0, "", err
+			return nil, "", err
 		}
 		defer devnull.Close()
 		extra[2] = devnull
@@ -314,7 +317,7 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	for _, d := range g.ThreadDirs() {
 		f, err := os.Open(d)
 		if err != nil {
-			return 0, "", fmt.Errorf("open group %s: %w", d, err)
+			return nil, "", fmt.Errorf("open group %s: %w", d, err)
 		}
 		defer f.Close()
 		extra = append(extra, f)
@@ -322,7 +325,7 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return 0, "", fmt.Errorf("create init log: %w", err)
+		return nil, "", fmt.Errorf("create init log: %w", err)
 	}
 	defer logf.Close()
 
@@ -367,18 +370,22 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		err = cmd.Start()
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("start init %s: %w", c.exe, err)
+		return nil, "", fmt.Errorf("start init %s: %w", c.exe, err)
 	}
 	pid := cmd.Process.Pid
-	go func() { _ = cmd.Wait() }() // reap it if it ends while we live
+	child := &initChild{proc: cmd.Process, reaped: make(chan struct{})}
+	go func() { // reap it if it ends while we live
+		_ = cmd.Wait()
+		close(child.reaped)
+	}()
 	if !bornInGroup {
 		if err := g.AddV2(pid); err != nil {
-			return pid, "", err
+			return child, "", err
 		}
 	}
 	conn, err := net.FileConn(parentEnd)
 	if err != nil {
-		return pid, "", fmt.Errorf("setup socket: %w", err)
+		return child, "", fmt.Errorf("setup socket: %w", err)
 	}
 	defer conn.Close()
 	uc := conn.(*net.UnixConn)
@@ -388,17 +395,17 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	}
 	_ = uc.SetDeadline(deadline)
 	if err := send(uc, cfg); err != nil {
-		return pid, "", fmt.Errorf("send config to init: %w", err)
+		return child, "", fmt.Errorf("send config to init: %w", err)
 	}
 	childEnd.Close()
 	var ready initReady
 	if _, err := recv(uc, &ready, maxReply); err != nil {
-		return pid, "", fmt.Errorf("wait for init to be ready: %w%s", err, initLogTail(dir))
+		return child, "", fmt.Errorf("wait for init to be ready: %w%s", err, initLogTail(dir))
 	}
 	if ready.Error != "" {
-		return pid, "", fmt.Errorf("init: %s", ready.Error)
+		return child, "", fmt.Errorf("init: %s", ready.Error)
 	}
-	return pid, ready.Landlock, nil
+	return child, ready.Landlock, nil
 }
 
 // initLogTail is the end of a session's init log, for error messages.
@@ -411,6 +418,33 @@ func initLogTail(dir string) string {
 		b = b[len(b)-400:]
 	}
 	return " (init log: " + strings.TrimSpace(string(b)) + ")"
+}
+
+// initChild is an init this process started: its exit can be waited for
+// without polling, and it can be signalled with no pid reuse race.
+type initChild struct {
+	proc *os.Process
+	// reaped is closed once the init has been waited for: its pid
+	// namespace is gone and it has left its cgroups, which can then be
+	// removed at once (a zombie still holds them: rmdir says EBUSY).
+	reaped chan struct{}
+}
+
+// kill ends the init and with it its pid namespace, and waits (up to two
+// seconds) for it to be reaped.
+func (ch *initChild) kill() {
+	select {
+	case <-ch.reaped:
+		return
+	default:
+	}
+	_ = ch.proc.Signal(os.Kill) // a pidfd: safe even if it was just reaped
+	t := time.NewTimer(2 * time.Second)
+	defer t.Stop()
+	select {
+	case <-ch.reaped:
+	case <-t.C:
+	}
 }
 
 // killInit ends an init and with it its pid namespace, and waits (up to

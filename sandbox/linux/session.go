@@ -32,6 +32,8 @@ type session struct {
 	closed bool
 	root   *wsfs.Root
 	egress *egressBridge
+	// child is the init when this client started it (nil when resumed).
+	child *initChild
 }
 
 func newSession(c *Client, st sandbox.State, g *cgroups.Group) *session {
@@ -288,7 +290,11 @@ func (s *session) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 	s.stopEgress()
 	shutdownInit(s.socket())
-	killInit(s.initPid())
+	if s.child != nil {
+		s.child.kill()
+	} else {
+		killInit(s.initPid())
+	}
 	if err := s.g.Remove(); err != nil {
 		return sandbox.Wrap("linux: stop", nil, err)
 	}
