@@ -314,6 +314,8 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 		},
 	}
 	attr.Sys.Credential = &syscall.Credential{Uid: uint32(st.cfg.UID), Gid: uint32(st.cfg.GID), Groups: []uint32{}}
+	pidfd := -1 // CLONE_PIDFD: always close-on-exec
+	attr.Sys.PidFD = &pidfd
 	exited := make(chan syscall.WaitStatus, 1)
 	st.mu.Lock()
 	pid, g, err := st.sp.spawn(st.seq.Add(1), path, req.Cmd, attr)
@@ -323,6 +325,9 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 	st.mu.Unlock()
 	closeAll(files)
 	if err != nil {
+		if pidfd >= 0 {
+			_ = unix.Close(pidfd)
+		}
 		notFound := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES)
 		_ = send(c, reply{Error: fmt.Sprintf("start %s in %s: %v", path, req.Dir, err), NotFound: notFound && !strings.Contains(err.Error(), "chdir")})
 		return
@@ -363,7 +368,7 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 			}
 		}
 	}()
-	ws := <-exited
+	ws := st.wait(pid, pidfd, exited)
 	close(done)
 	rep := &exitReport{Code: ws.ExitStatus(), Killed: killed.Load()}
 	if ws.Signaled() {
@@ -377,6 +382,57 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 		st.pending = append(st.pending, g)
 		st.mu.Unlock()
 	}
+}
+
+// wait returns the exit status of command pid. With its pidfd it waits
+// in the network poller and reaps the command itself as soon as it
+// exits; the SIGCHLD reaper (which may win the race, and which collects
+// orphans) delivers on exited otherwise. Reaping here saves the hand-offs
+// from the signal handler to the reaper goroutine and on to this one.
+func (st *initState) wait(pid, pidfd int, exited <-chan syscall.WaitStatus) syscall.WaitStatus {
+	if pidfd < 0 {
+		return <-exited
+	}
+	f, err := pidfdFile(pidfd)
+	if err != nil {
+		return <-exited
+	}
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return <-exited
+	}
+	var ws syscall.WaitStatus
+	reaped := false
+	_ = rc.Read(func(uintptr) bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if _, ok := st.waiters[pid]; !ok {
+			return true // the reaper has it (and pid may no longer be ours)
+		}
+		var uws unix.WaitStatus
+		n, err := unix.Wait4(pid, &uws, unix.WNOHANG, nil)
+		if n == pid && err == nil {
+			delete(st.waiters, pid)
+			ws, reaped = syscall.WaitStatus(uws), true
+			return true
+		}
+		return err != nil // not yet exited: wait for the pidfd to turn readable
+	})
+	if reaped {
+		return ws
+	}
+	return <-exited
+}
+
+// pidfdFile wraps a pidfd for the network poller (which only takes
+// descriptors that are already non-blocking).
+func pidfdFile(fd int) (*os.File, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "pidfd"), nil
 }
 
 func envValue(env []string, key string) string {

@@ -148,15 +148,9 @@ func (p *process) Kill(ctx context.Context) error {
 // OOM kill in the session's memory group, refused egress.
 func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	p.waitOnce.Do(func() {
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			select {
-			case <-ctx.Done():
-				_ = p.conn.SetReadDeadline(time.Now())
-			case <-done:
-			}
-		}()
+		// No goroutine per wait: one runs only if ctx ends first.
+		stop := context.AfterFunc(ctx, func() { _ = p.conn.SetReadDeadline(time.Now()) })
+		defer stop()
 		var r reply
 		for {
 			if _, err := recv(p.conn, &r, maxReply); err != nil {
