@@ -97,9 +97,13 @@ func buildSeccompProfile() (string, error) {
 	if len(denied) < 20 {
 		return "", fmt.Errorf("docker: the native seccomp deny list has only %d names; refusing to build a profile from it", len(denied))
 	}
+	// Calls that take a file mode are allowed only without the setuid and
+	// setgid bits, as in the native filter: a file planted in the host
+	// workspace bind would otherwise keep them on the host.
+	modeArgs := seccomp.SetIDModeArgs()
 	var allowed []string
 	for name, nr := range amd64Syscalls {
-		if nr <= newestReviewed && !denied[name] {
+		if _, byMode := modeArgs[name]; nr <= newestReviewed && !denied[name] && !byMode && name != "openat2" {
 			allowed = append(allowed, name)
 		}
 	}
@@ -119,6 +123,18 @@ func buildSeccompProfile() (string, error) {
 			{Names: []string{"personality"}, Action: "SCMP_ACT_ALLOW", Args: []seccompArg{{Index: 0, Value: 0xffffffff, Op: "SCMP_CMP_EQ"}}},
 		},
 	}
+	modeNames := make([]string, 0, len(modeArgs))
+	for name := range modeArgs {
+		modeNames = append(modeNames, name)
+	}
+	slices.Sort(modeNames)
+	for _, name := range modeNames {
+		prof.Syscalls = append(prof.Syscalls, seccompRule{Names: []string{name}, Action: "SCMP_ACT_ALLOW",
+			Args: []seccompArg{{Index: uint(modeArgs[name]), Value: unix.S_ISUID | unix.S_ISGID, ValueTwo: 0, Op: "SCMP_CMP_MASKED_EQ"}}})
+	}
+	// openat2's mode is in a struct seccomp cannot read: ENOSYS, so
+	// callers fall back to openat.
+	prof.Syscalls = append(prof.Syscalls, seccompRule{Names: []string{"openat2"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
 	b, err := json.Marshal(prof)
 	if err != nil {
 		return "", fmt.Errorf("docker: encode seccomp profile: %w", err)

@@ -23,7 +23,7 @@ func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
 		name    string
 		allowed bool
 	}{
-		{"read", true}, {"execve", true}, {"openat2", true}, {"ptrace", false}, {"mount", false},
+		{"read", true}, {"execve", true}, {"openat2", false}, {"openat", false}, {"fchmodat", false}, {"chmod", false}, {"ptrace", false}, {"mount", false},
 		{"bpf", false}, {"io_uring_setup", false}, {"keyctl", false}, {"setns", false},
 		{"kexec_load", false}, {"clone", false}, {"unshare", false}, {"listns", false},
 	}
@@ -42,5 +42,18 @@ func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
 	}
 	if !cloneRule {
 		t.Fatal("no rule allowing clone only without namespace flags")
+	}
+	// Calls that take a mode are allowed only without setuid/setgid bits.
+	for _, name := range []string{"chmod", "fchmod", "fchmodat", "fchmodat2", "open", "openat", "creat", "mknod", "mknodat"} {
+		var ok bool
+		for _, r := range prof.Syscalls[1:] {
+			if slices.Equal(r.Names, []string{name}) && r.Action == "SCMP_ACT_ALLOW" && len(r.Args) == 1 &&
+				r.Args[0].Op == "SCMP_CMP_MASKED_EQ" && r.Args[0].Value == 0o6000 && r.Args[0].ValueTwo == 0 {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("no rule allowing %s only without the setuid and setgid bits", name)
+		}
 	}
 }

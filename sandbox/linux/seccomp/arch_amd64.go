@@ -24,3 +24,11 @@ var archRules = []rule{
 	{"get_kernel_syms", unix.SYS_GET_KERNEL_SYMS, "obsolete kernel symbol export"},
 	{"query_module", unix.SYS_QUERY_MODULE, "obsolete module query"},
 }
+
+// archModeRules are the x86_64-only calls that take a file mode.
+var archModeRules = []modeRule{
+	{"chmod", unix.SYS_CHMOD, 1},
+	{"creat", unix.SYS_CREAT, 1},
+	{"open", unix.SYS_OPEN, 2},
+	{"mknod", unix.SYS_MKNOD, 1},
+}

@@ -17,3 +17,6 @@ const hasX32 = false
 // archRules are the arm64-only denials (none: the x86 port-I/O and
 // obsolete calls do not exist here).
 var archRules []rule
+
+// archModeRules: arm64 has only the *at forms, which commonModeRules cover.
+var archModeRules []modeRule

@@ -3,6 +3,7 @@
 package seccomp
 
 import (
+	"fmt"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +54,14 @@ func Filter() ([]unix.SockFilter, error) {
 	// cannot read; ENOSYS makes glibc (2.34+) fall back to clone, whose
 	// flags we can check.
 	p.jump(unix.BPF_JEQ, unix.SYS_CLONE3, "enosys", "")
+	// openat2 passes its creation mode in a struct too; ENOSYS makes
+	// callers fall back to openat, whose mode we check.
+	p.jump(unix.BPF_JEQ, unix.SYS_OPENAT2, "enosys", "")
+	modeArgs := map[uint32]bool{}
+	for _, r := range allModeRules() {
+		p.jump(unix.BPF_JEQ, r.nr, modeLabel(r.arg), "")
+		modeArgs[r.arg] = true
+	}
 
 	for _, r := range allRules() {
 		p.jump(unix.BPF_JEQ, r.nr, "eperm", "")
@@ -77,6 +86,15 @@ func Filter() ([]unix.SockFilter, error) {
 	p.load32(offArgLow(0))
 	p.jump(unix.BPF_JSET, unshareFlags, "eperm", "allow")
 
+	for arg := uint32(0); arg < 6; arg++ {
+		if !modeArgs[arg] {
+			continue
+		}
+		p.label(modeLabel(arg))
+		p.load32(offArgLow(arg))
+		p.jump(unix.BPF_JSET, setIDBits, "eperm", "allow")
+	}
+
 	p.label("personality")
 	p.load32(offArgLow(0))
 	p.jump(unix.BPF_JEQ, personalityLinux, "allow", "")
@@ -93,6 +111,24 @@ func Filter() ([]unix.SockFilter, error) {
 
 	return p.assemble()
 }
+
+// allModeRules is the mode-checked calls for this architecture.
+func allModeRules() []modeRule {
+	return append(append([]modeRule(nil), commonModeRules...), archModeRules...)
+}
+
+// SetIDModeArgs maps each call that the filter refuses when its mode
+// carries the setuid or setgid bit to the index of that mode argument, so
+// that other enforcers (the Docker profile) can mirror the rule.
+func SetIDModeArgs() map[string]int {
+	out := map[string]int{}
+	for _, r := range allModeRules() {
+		out[r.name] = int(r.arg)
+	}
+	return out
+}
+
+func modeLabel(arg uint32) string { return fmt.Sprintf("mode%d", arg) }
 
 // allRules is the outright denials for this architecture.
 func allRules() []rule {
@@ -113,6 +149,8 @@ func Denied() []string {
 	out = append(out,
 		"clone and unshare with namespace flags (CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME)",
 		"clone3 (ENOSYS, so libc falls back to clone)",
+		"chmod, fchmod, fchmodat, fchmodat2, creat, open, openat, mknod, mknodat with a setuid or setgid mode",
+		"openat2 (ENOSYS, so callers fall back to openat)",
 		"personality other than PER_LINUX and the query 0xffffffff",
 		"ioctl "+strings.Join(ioctls, ", "),
 		"system calls newer than file_setattr (ENOSYS until reviewed)",

@@ -114,6 +114,33 @@ var deniedIoctls = []struct {
 	{"TIOCLINUX", unix.TIOCLINUX},
 }
 
+// setIDBits are the mode bits that make an executable run with its owner's
+// or group's identity.
+const setIDBits = unix.S_ISUID | unix.S_ISGID
+
+// modeRule is a call refused when its mode argument (argument arg) carries
+// setIDBits. Threat: without a user namespace, a file a command creates in
+// a host workspace directory belongs to a real host uid (0 for a command
+// run as root inside, 1000 otherwise). The sandbox's own mounts are
+// nosuid, but the host's view of that directory need not be: a setuid
+// copy of a shell planted there would run with that uid for any host user
+// who executes it. chmod, creation modes and mknod are the ways to set the
+// bits; the kernel reads modes as 32-bit values, so the low word is exact.
+type modeRule struct {
+	name string
+	nr   uint32
+	arg  uint32
+}
+
+// commonModeRules exist on every supported architecture.
+var commonModeRules = []modeRule{
+	{"fchmod", unix.SYS_FCHMOD, 1},
+	{"fchmodat", unix.SYS_FCHMODAT, 2},
+	{"fchmodat2", unix.SYS_FCHMODAT2, 2},
+	{"mknodat", unix.SYS_MKNODAT, 2},
+	{"openat", unix.SYS_OPENAT, 3},
+}
+
 // Offsets into struct seccomp_data { int nr; u32 arch; u64 ip; u64 args[6]; }.
 const (
 	offNr   = 0
