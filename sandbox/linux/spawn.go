@@ -23,6 +23,11 @@ type spawner struct {
 	// thread says a single thread can be moved into a group (cgroup v1).
 	track  int
 	thread bool
+	// next is the group of the next command, made ahead, which (with
+	// v1) the spawning thread already sits in: a command's spawn then
+	// starts with its fork, and the thread moves once per command, not
+	// in and back out. Only spawn touches it (under the reaper lock).
+	next *group
 }
 
 type spawnReq struct {
@@ -92,23 +97,39 @@ type group struct {
 // spawn starts one command confined; the caller holds the reaper lock so
 // that the child cannot be reaped before it is registered.
 func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.ProcAttr) (int, *group, error) {
-	g := s.newGroup(n)
-	if g != nil && s.thread {
-		// Threat: a command escaping its group by forking at once. With
-		// v1, the forking thread itself sits in the command's group, so
-		// the child is born in it.
-		if err := g.write("tasks", strconv.Itoa(s.tid)); err != nil {
-			g.remove()
-			return 0, nil, fmt.Errorf("move the spawning thread into group %s: %w", g.name, err)
+	g := s.next
+	s.next = nil
+	if g == nil {
+		g = s.newGroup(n)
+		if g != nil && s.thread {
+			// Threat: a command escaping its group by forking at once.
+			// With v1, the forking thread itself sits in the command's
+			// group, so the child is born in it.
+			if err := g.write("tasks", strconv.Itoa(s.tid)); err != nil {
+				g.remove()
+				return 0, nil, fmt.Errorf("move the spawning thread into group %s: %w", g.name, err)
+			}
 		}
 	}
 	reply := make(chan spawnRes, 1)
 	s.reqs <- spawnReq{path: path, argv: argv, attr: attr, reply: reply}
 	r := <-reply
 	if g != nil && s.thread {
-		// Back to the session group, so the command's group can go away.
-		if err := writeAt(s.track, "tasks", strconv.Itoa(s.tid)); err != nil {
-			fmt.Fprintf(os.Stderr, "agentbox init: move the spawning thread back: %v\n", err)
+		// Out of the command's group before anything can kill it (a kill
+		// lists the group's processes: the init's, were the thread left
+		// in it) or remove it: into the next command's group when it can
+		// be made, else back to the session group.
+		s.next = s.newGroup(n + 1)
+		if s.next != nil {
+			if err := s.next.write("tasks", strconv.Itoa(s.tid)); err != nil {
+				s.next.remove()
+				s.next = nil
+			}
+		}
+		if s.next == nil {
+			if err := writeAt(s.track, "tasks", strconv.Itoa(s.tid)); err != nil {
+				fmt.Fprintf(os.Stderr, "agentbox init: move the spawning thread back: %v\n", err)
+			}
 		}
 	}
 	if r.err != nil {
