@@ -176,6 +176,7 @@ func prepareInit(cfg *initConfig) (*initState, error) {
 	if err != nil {
 		return nil, err
 	}
+	sp.prepare(1) // the first command's group, ahead like every next one's
 	st := &initState{cfg: cfg, sp: sp, report: report, waiters: map[int]chan syscall.WaitStatus{}}
 	// Subscribe before the first command can exist: a SIGCHLD delivered
 	// before signal.Notify would be lost, and its command never reaped.

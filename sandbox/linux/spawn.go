@@ -119,14 +119,7 @@ func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.Proc
 		// lists the group's processes: the init's, were the thread left
 		// in it) or remove it: into the next command's group when it can
 		// be made, else back to the session group.
-		s.next = s.newGroup(n + 1)
-		if s.next != nil {
-			if err := s.next.write("tasks", strconv.Itoa(s.tid)); err != nil {
-				s.next.remove()
-				s.next = nil
-			}
-		}
-		if s.next == nil {
+		if !s.prepare(n + 1) {
 			if err := writeAt(s.track, "tasks", strconv.Itoa(s.tid)); err != nil {
 				fmt.Fprintf(os.Stderr, "agentbox init: move the spawning thread back: %v\n", err)
 			}
@@ -140,6 +133,24 @@ func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.Proc
 		_ = g.write("cgroup.procs", strconv.Itoa(r.pid))
 	}
 	return r.pid, g, nil
+}
+
+// prepare makes command n's group and moves the spawning thread into it
+// (v1 tracking only), so that command n's spawn starts with its fork.
+func (s *spawner) prepare(n uint64) bool {
+	if !s.thread {
+		return false
+	}
+	g := s.newGroup(n)
+	if g == nil {
+		return false
+	}
+	if err := g.write("tasks", strconv.Itoa(s.tid)); err != nil {
+		g.remove()
+		return false
+	}
+	s.next = g
+	return true
 }
 
 func (s *spawner) newGroup(n uint64) *group {
