@@ -77,6 +77,11 @@ func buildRoot(cfg *initConfig) error {
 			return fmt.Errorf("mount tmpfs on %s: %w", d, err)
 		}
 	}
+	// /dev is complete once /dev/shm is mounted on it: make its tmpfs
+	// read-only, so that root inside cannot change its modes or add nodes.
+	if err := unix.Mount("", filepath.Join(root, "dev"), "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
+		return fmt.Errorf("remount /dev read-only: %w", err)
+	}
 	if err := bindInto(cfg.Workspace, filepath.Join(root, cfg.Workdir), false); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
@@ -186,7 +191,35 @@ func maskPath(root, p string) error {
 	if fi.IsDir() {
 		return unix.Mount("masked", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=000")
 	}
-	return unix.Mount(filepath.Join(root, maskFile), dst, "", unix.MS_BIND|unix.MS_RDONLY, "")
+	// MS_RDONLY is ignored on the bind itself; only a remount applies it.
+	if err := unix.Mount(filepath.Join(root, maskFile), dst, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return remountReadOnly(dst)
+}
+
+// remountReadOnly makes the bind mount at dst read-only, nosuid, nodev
+// and noexec. Threat: without a user namespace, root inside the sandbox is
+// host uid 0 and owns what is bound in; chmod, chown and utimes need only
+// ownership, not a capability, so on a writable bind they would change the
+// host's inode (the host's /dev/null, say). A read-only mount refuses
+// them with EROFS; reading and writing a device node still work.
+func remountReadOnly(dst string) error {
+	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC)
+	if err := unix.Mount("", dst, "", flags|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("remount %s read-only: %w", dst, err)
+	}
+	return nil
+}
+
+// remountDeviceReadOnly is remountReadOnly for a bound device node, which
+// must keep working as a device (no MS_NODEV).
+func remountDeviceReadOnly(dst string) error {
+	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC)
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return fmt.Errorf("remount %s read-only: %w", dst, err)
+	}
+	return nil
 }
 
 // maskFile is an empty, mode-000 file in the root tmpfs that masked files
@@ -276,6 +309,9 @@ func buildDev(cfg *initConfig) error {
 		}
 		if err := unix.Mount("/dev/"+n, dst, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+		if err := remountDeviceReadOnly(dst); err != nil {
+			return err
 		}
 	}
 	pts := filepath.Join(dev, "pts")

@@ -1,6 +1,7 @@
 package escapetest
 
 import (
+	"os"
 	"testing"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -13,7 +14,6 @@ import (
 // chmod. The mounts should be read-only so that only the kernel's mount
 // flags, not landlock's write rights alone, keep them as built.
 func TestChangingTheModeOfDevOrAMaskedFileFails(t *testing.T) {
-	t.Skip("KNOWN ISSUE: /dev tmpfs and the mask-file binds are read-write mounts; root inside can chmod /dev and /proc/keys (sandbox/linux/rootfs.go:189, :269)")
 	// A session of its own: a successful chmod must not leak into the
 	// shared one.
 	s := newSession(t, sandbox.Spec{User: "0"})
@@ -35,5 +35,35 @@ func TestChangingTheModeOfDevOrAMaskedFileFails(t *testing.T) {
 		default:
 			t.Logf("%s: refused: %s", c.name, rs[i].out)
 		}
+	}
+}
+
+// TestChangingAHostDeviceNodeFromInsideFails: the device nodes in the
+// sandbox's /dev are binds of the host's; without a user namespace root
+// inside is host uid 0 and owns them, so on a writable bind chmod, chown
+// or touch would change the host's /dev/null itself.
+func TestChangingAHostDeviceNodeFromInsideFails(t *testing.T) {
+	before, err := os.Stat("/dev/null")
+	if err != nil {
+		t.Skip("no /dev/null on the host")
+	}
+	s := newSession(t, sandbox.Spec{User: "0"})
+	rs := shBatch(t, s, []string{
+		"chmod 0666 /dev/null",
+		"chown 0:0 /dev/null",
+		"touch /dev/null",
+		"echo still-usable > /dev/null",
+	})
+	for i, name := range []string{"chmod", "chown", "touch"} {
+		if rs[i].code == 0 {
+			t.Errorf("%s /dev/null as root inside succeeded, want EROFS", name)
+		}
+	}
+	if rs[3].code != 0 {
+		t.Errorf("writing to /dev/null failed: %s", rs[3].out)
+	}
+	after, err := os.Stat("/dev/null")
+	if err != nil || !after.ModTime().Equal(before.ModTime()) || after.Mode() != before.Mode() {
+		t.Errorf("the host's /dev/null changed: %v %v -> %v %v", before.Mode(), before.ModTime(), after.Mode(), after.ModTime())
 	}
 }
