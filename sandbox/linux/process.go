@@ -210,7 +210,7 @@ type ttyOutput struct{ f *os.File }
 
 func (t ttyOutput) Read(b []byte) (int, error) {
 	n, err := t.f.Read(b)
-	if err != nil && n == 0 && errors.Is(err, os.ErrClosed) == false {
+	if err != nil && n == 0 && !errors.Is(err, os.ErrClosed) {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			return 0, io.EOF
