@@ -24,6 +24,7 @@ demo: setup build
 vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	"$$($(GO) env GOPATH)/bin/staticcheck" ./...
 
 # test runs every test, the escape tests and the Docker conformance suite
 # included (as root; CI=true turns skips of those into failures).

@@ -27,6 +27,12 @@ fi
 
 bash scripts/build.sh
 
+# staticcheck runs in make vet (the version is pinned for reproducible CI).
+staticcheck=$(go env GOPATH)/bin/staticcheck
+if ! "$staticcheck" -version 2>/dev/null | grep -q '(0.8.2)'; then
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+
 if docker info >/dev/null 2>&1; then
 	bin/agentbox image build
 else
