@@ -60,7 +60,7 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 		}
 	}()
 	if req.TTY {
-		master, tty, err := pty.Open()
+		master, tty, err := openSandboxPTY(s.initPid())
 		if err != nil {
 			return nil, sandbox.Wrap(op, nil, fmt.Errorf("open a pseudo-terminal: %w", err))
 		}
