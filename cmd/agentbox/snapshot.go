@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,19 +165,26 @@ func newSnapshotRmCmd(f *snapshotFlags) *cobra.Command {
 		Use:   "rm ID...",
 		Short: "Delete snapshots and the contents no other snapshot uses",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := f.open()
-			if err != nil {
-				return err
+		RunE:  f.eachRef("deleted", (*snapshot.Store).Delete),
+	}
+}
+
+// eachRef is the RunE of a command that applies op to every snapshot ID
+// given, saying done and the ID after each, and stopping at the first
+// failure.
+func (f *snapshotFlags) eachRef(done string, op func(*snapshot.Store, context.Context, string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		s, err := f.open()
+		if err != nil {
+			return err
+		}
+		for _, ref := range args {
+			if err := op(s, cmd.Context(), ref); err != nil {
+				return snapshotFail(err)
 			}
-			for _, ref := range args {
-				if err := s.Delete(cmd.Context(), ref); err != nil {
-					return snapshotFail(err)
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "deleted", ref)
-			}
-			return nil
-		},
+			fmt.Fprintln(cmd.OutOrStdout(), done, ref)
+		}
+		return nil
 	}
 }
 
@@ -254,19 +262,7 @@ func newSnapshotVerifyCmd(f *snapshotFlags) *cobra.Command {
 		Use:   "verify ID...",
 		Short: "Check that snapshots are whole (every content's sha256)",
 		Args:  cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := f.open()
-			if err != nil {
-				return err
-			}
-			for _, ref := range args {
-				if err := s.Verify(cmd.Context(), ref); err != nil {
-					return snapshotFail(err)
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), "ok", ref)
-			}
-			return nil
-		},
+		RunE:  f.eachRef("ok", (*snapshot.Store).Verify),
 	}
 }
 
