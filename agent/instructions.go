@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -92,7 +93,7 @@ func RenderTree(ctx context.Context, sess sandbox.Session, workdir string, opt T
 			case e.Target != "":
 				fmt.Fprintf(&b, "%s%s -> %s\n", indent, e.Name, e.Target)
 			default:
-				fmt.Fprintf(&b, "%s%s (%s)\n", indent, e.Name, humanBytes(e.Size))
+				fmt.Fprintf(&b, "%s%s (%s)\n", indent, e.Name, bytesize.Format(e.Size))
 			}
 		}
 		return nil
@@ -101,16 +102,4 @@ func RenderTree(ctx context.Context, sess sandbox.Session, workdir string, opt T
 		return "", fmt.Errorf("render workspace tree of %s: %w", workdir, err)
 	}
 	return strings.TrimRight(b.String(), "\n"), nil
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

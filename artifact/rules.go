@@ -16,9 +16,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
@@ -58,34 +58,18 @@ type Output struct {
 	schema *jsonschema.Schema
 }
 
-// Size is a byte count written with an optional unit: B, KB, MB, GB
-// (powers of 1000) or KiB, MiB, GiB (powers of 1024).
+// Size is a byte count written with an optional unit, as bytesize.Parse
+// reads it: K, M, G, KiB, MiB, GiB (powers of 1024), KB, MB, GB (powers
+// of 1000), or a bare number of bytes.
 type Size int64
-
-var sizeUnits = []struct {
-	suffix string
-	mult   float64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
-}
 
 // ParseSize reads "1MiB", "1.5 GB", "512" (bytes).
 func ParseSize(s string) (Size, error) {
-	t := strings.TrimSpace(s)
-	mult := 1.0
-	for _, u := range sizeUnits {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v < 0 || t == "" {
+	v, err := bytesize.Parse(s)
+	if err != nil {
 		return 0, fmt.Errorf("size %q is not a byte count such as \"1MiB\" or \"500KB\"", s)
 	}
-	return Size(v * mult), nil
+	return Size(v), nil
 }
 
 // String writes the size in the largest binary unit that keeps it exact.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -106,25 +107,11 @@ func (r *renderer) dir(host, rel string, depth int, indent string) {
 		case t.IsRegular():
 			size := ""
 			if fi, err := e.Info(); err == nil {
-				size = "  (" + humanSize(fi.Size()) + ")"
+				size = "  (" + bytesize.Format(fi.Size()) + ")"
 			}
 			r.line(indent, "%s%s", name, size)
 		default:
 			r.line(indent, "%s  (%s)", name, fsmode.Describe(t))
 		}
 	}
-}
-
-// humanSize writes a byte count briefly: 512 B, 1.5 KiB, 3.0 MiB.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

@@ -13,13 +13,17 @@ var units = []struct {
 	mult   float64
 }{
 	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
-	{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"tb", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
 	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40},
 	{"b", 1},
 }
 
-// Parse reads a size such as "512M", "1.5GiB", "100k" or "4096". Suffixes
-// are binary (K = 1024) and case-insensitive; a bare number is bytes.
+// Parse reads a size such as "512M", "1.5GiB", "500KB", "100k" or "4096",
+// case-insensitively. K, M, G, T and KiB, MiB, GiB, TiB are binary
+// (K = 1024, as in docker --memory); KB, MB, GB, TB are decimal
+// (KB = 1000); a bare number is bytes. Every size agentbox reads (flags,
+// agent files, artifact rules) goes through here, so a unit means the
+// same everywhere.
 func Parse(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	if t == "" {
@@ -46,19 +50,17 @@ func Parse(s string) (int64, error) {
 	return int64(v), nil
 }
 
-// Format prints n with the largest binary unit that keeps it readable.
+// Format prints n briefly in the largest binary unit: "512 B",
+// "1.5 KiB", "3.0 MiB".
 func Format(n int64) string {
 	const unit = 1024
 	if n < unit {
-		return fmt.Sprintf("%dB", n)
+		return fmt.Sprintf("%d B", n)
 	}
 	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 3; m /= unit {
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
 		div *= unit
 		exp++
 	}
-	v := float64(n) / float64(div)
-	s := strconv.FormatFloat(v, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
-	return s + string("KMGT"[exp]) + "iB"
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

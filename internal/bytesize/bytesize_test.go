@@ -14,7 +14,9 @@ func TestParse(t *testing.T) {
 		{in: "1G", want: 1 << 30},
 		{in: "1.5GiB", want: 3 << 29},
 		{in: "100k", want: 100 << 10},
-		{in: "10MB", want: 10 << 20},
+		{in: "10MB", want: 10_000_000},
+		{in: "500KB", want: 500_000},
+		{in: "1.5 KiB", want: 1536},
 		{in: " 2 g ", want: 2 << 30},
 		{in: "0", want: 0},
 		{in: "", bad: true},
@@ -38,9 +40,9 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestFormatRoundTripsCommonSizes(t *testing.T) {
+func TestFormatPrintsTheLargestBinaryUnit(t *testing.T) {
 	for in, want := range map[int64]string{
-		0: "0B", 1023: "1023B", 1024: "1KiB", 512 << 20: "512MiB", 3 << 29: "1.5GiB",
+		0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 512 << 20: "512.0 MiB", 3 << 29: "1.5 GiB",
 	} {
 		if got := Format(in); got != want {
 			t.Errorf("Format(%d) = %q, want %q", in, got, want)
