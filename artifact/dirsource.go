@@ -9,9 +9,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/atfile"
 	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
@@ -91,7 +91,7 @@ func (d *DirSource) List(ctx context.Context, descend func(string) bool) ([]Entr
 }
 
 func (d *DirSource) walk(ctx context.Context, dir int, rel string, descend func(string) bool, out *[]Entry) error {
-	names, err := dirNames(dir)
+	names, err := atfile.Names(dir)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", rel, err)
 	}
@@ -109,7 +109,7 @@ func (d *DirSource) walk(ctx context.Context, dir int, rel string, descend func(
 		}
 		e := Entry{Path: r, Mode: fsmode.FromStat(st.Mode), Size: st.Size, Nlink: uint64(st.Nlink)}
 		if e.Mode&fs.ModeSymlink != 0 {
-			e.Target, _ = readlinkAt(dir, n)
+			e.Target, _ = atfile.Readlink(dir, n)
 		}
 		*out = append(*out, e)
 		if e.Mode.IsDir() && (descend == nil || descend(r)) {
@@ -178,25 +178,4 @@ func linkErr(op string, err error) error {
 		return sandbox.Wrap(op, sandbox.ErrNotFound, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
-}
-
-func dirNames(dir int) ([]string, error) {
-	fd, err := unix.Openat(dir, ".", dirFlags, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), ".")
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	slices.Sort(names)
-	return names, err
-}
-
-func readlinkAt(dir int, name string) (string, error) {
-	buf := make([]byte, 4096)
-	n, err := unix.Readlinkat(dir, name, buf)
-	if err != nil {
-		return "", err
-	}
-	return string(buf[:n]), nil
 }

@@ -2,44 +2,12 @@ package manifest
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"slices"
 
+	"github.com/agentbox/agentbox/internal/atfile"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
-
-// readDirNames lists a directory descriptor's names, sorted, without
-// consuming the caller's descriptor offset.
-func readDirNames(dir int) ([]string, error) {
-	fd, err := unix.Openat(dir, ".", dirFlags, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), ".")
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-// readlinkAt reads the target of the symlink name under dir.
-func readlinkAt(dir int, name string) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(dir, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-	}
-}
 
 // chownTree gives every entry under the directory fd (and fd itself) to
 // o, never following links.
@@ -50,7 +18,7 @@ func chownTree(fd int, o owner, display string) error {
 	if err := o.apply(fd, display); err != nil {
 		return err
 	}
-	names, err := readDirNames(fd)
+	names, err := atfile.Names(fd)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", display, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/atfile"
 	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
@@ -302,7 +303,7 @@ func (w *writer) copyDir(dir int, name string, e planned) error {
 // copyTree copies the directory src into dst, entry by entry, by
 // descriptor. rel is the path below the copied tree's root.
 func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]string) error {
-	names, err := readDirNames(src)
+	names, err := atfile.Names(src)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", filepath.Join(srcRoot, rel), err)
 	}
@@ -348,7 +349,7 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 				return err
 			}
 		case unix.S_IFLNK:
-			target, err := readlinkAt(src, n)
+			target, err := atfile.Readlink(src, n)
 			if err != nil {
 				return fmt.Errorf("readlink %s: %w", srcShow, err)
 			}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox/agentbox/internal/atfile"
 )
 
 // walker lists a source tree without following symlinks. It opens every
@@ -93,7 +95,7 @@ func (w *walker) dir(fd int, rel string) error {
 				return err
 			}
 		case unix.S_IFLNK:
-			target, err := readlinkat(fd, name)
+			target, err := atfile.Readlink(fd, name)
 			if err != nil {
 				return fmt.Errorf("read symlink %s: %w", p, err)
 			}
@@ -108,23 +110,6 @@ func (w *walker) dir(fd int, rel string) error {
 		}
 	}
 	return nil
-}
-
-func readlinkat(fd int, name string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Readlinkat(fd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < len(buf) {
-			return string(buf[:n]), nil
-		}
-		if len(buf) > maxPathLen {
-			return "", fmt.Errorf("target longer than %d bytes", maxPathLen)
-		}
-		buf = make([]byte, 2*len(buf))
-	}
 }
 
 func fileKind(mode uint32) string {

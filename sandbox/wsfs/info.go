@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/atfile"
 	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -19,7 +20,7 @@ func infoAt(dirfd int, name, display string) (sandbox.FileInfo, error) {
 	}
 	fi := statInfo(display, &st)
 	if fi.Mode&fs.ModeSymlink != 0 {
-		t, err := readlinkAt(dirfd, name)
+		t, err := atfile.Readlink(dirfd, name)
 		if err != nil {
 			return sandbox.FileInfo{}, err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/atfile"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -94,7 +95,7 @@ func walkOpen(root int, rel string, flags int, mode uint32) (int, error) {
 	follow := flags&unix.O_NOFOLLOW == 0
 	links := 0
 	expand := func(linkfd int) error {
-		target, err := readlinkFd(linkfd)
+		target, err := atfile.Readlink(linkfd, "")
 		if err != nil {
 			return err
 		}
@@ -201,26 +202,4 @@ func splitPath(p string) []string {
 func isSymlinkFd(fd int) bool {
 	var st unix.Stat_t
 	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
-}
-
-// readlinkFd reads the target of the symlink that fd (O_PATH|O_NOFOLLOW)
-// refers to.
-func readlinkFd(fd int) (string, error) {
-	return readlinkAt(fd, "")
-}
-
-func readlinkAt(dirfd int, name string) (string, error) {
-	for size := 256; ; size *= 2 {
-		buf := make([]byte, size)
-		n, err := unix.Readlinkat(dirfd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < size {
-			return string(buf[:n]), nil
-		}
-		if size > 1<<16 {
-			return "", unix.ENAMETOOLONG
-		}
-	}
 }
