@@ -16,7 +16,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/agentbox/agentbox/sandbox"
-	"github.com/agentbox/agentbox/sandbox/wsfs"
 )
 
 // Create starts a session: checks the policy against what the engine
@@ -164,7 +163,7 @@ func (s *session) prepareWorkspace(ctx context.Context, reuse string) error {
 	if err := giveTo(ws, s.who); err != nil {
 		return err
 	}
-	root, err := wsfs.Open(ws)
+	root, err := openFiles(ws, s.spec.Policy)
 	if err != nil {
 		return err
 	}
@@ -272,7 +271,7 @@ func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Sp
 	if err != nil {
 		return nil, err
 	}
-	root, err := wsfs.Open(st.Workspace)
+	root, err := openFiles(st.Workspace, spec.Policy)
 	if err != nil {
 		return nil, err
 	}

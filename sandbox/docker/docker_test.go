@@ -167,6 +167,15 @@ for p in pids:
 			t.Fatal("ReadFile of the denied path succeeded")
 		}
 	})
+	t.Run("a symlink planted in the workspace reaches neither protected path through the file API", func(t *testing.T) {
+		run(t, sess, `ln -s secret/x leak && ln -s in ro-alias`)
+		if data, err := sess.ReadFile(testCtx(t), "leak"); err == nil {
+			t.Fatalf("ReadFile through a link to the denied path read %q", data)
+		}
+		if err := sess.WriteFile(testCtx(t), "ro-alias/y", []byte("z"), 0o644); err == nil {
+			t.Fatal("WriteFile through a link into the read-only path succeeded")
+		}
+	})
 }
 
 func TestKillEndsTheWholeProcessTree(t *testing.T) {

@@ -130,7 +130,7 @@ func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	case loc.inWS:
 		return s.root.WriteFile(loc.rel, data, mode, uid, gid)
 	case loc.mount != nil && !loc.mount.ReadOnly:
-		r, err := wsfs.Open(loc.mount.Source)
+		r, err := openFiles(loc.mount.Source, s.spec.Policy)
 		if err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func (s *session) ListDir(ctx context.Context, p string) ([]sandbox.FileInfo, er
 		return s.root.ListDir(loc.rel)
 	}
 	if loc.mount != nil {
-		r, err := wsfs.Open(loc.mount.Source)
+		r, err := openFiles(loc.mount.Source, s.spec.Policy)
 		if err != nil {
 			return nil, err
 		}
@@ -207,4 +207,21 @@ func (s *session) listInContainer(ctx context.Context, abs string) ([]sandbox.Fi
 	}
 	slices.SortFunc(out, func(a, b sandbox.FileInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// openFiles opens a host directory bound into the container for the file
+// API. Threat: deny and read-only paths are matched by name, but the I/O
+// goes through the host's view of the bind, where a symlink the sandbox
+// planted (ln -s secret/x a) would reach a protected file under another
+// name; so when the policy protects paths by name, every symlink on the
+// way is refused.
+func openFiles(dir string, p sandbox.Policy) (*wsfs.Root, error) {
+	r, err := wsfs.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Filesystem.Deny) > 0 || len(p.Filesystem.ReadOnly) > 0 {
+		r.RefuseSymlinks()
+	}
+	return r, nil
 }

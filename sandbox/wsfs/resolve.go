@@ -39,11 +39,17 @@ func cleanRel(rel string) (string, error) {
 // O_NOFOLLOW.
 func (r *Root) openIn(root int, rel string, flags int, mode uint32) (int, error) {
 	if r.walk {
+		if r.noLinks {
+			return -1, unix.ENOSYS // symlink-free resolution needs openat2
+		}
 		return walkOpen(root, rel, flags, mode)
 	}
 	how := &unix.OpenHow{
 		Flags:   uint64(flags | unix.O_CLOEXEC),
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	if r.noLinks {
+		how.Resolve |= unix.RESOLVE_NO_SYMLINKS
 	}
 	if flags&(unix.O_CREAT|unix.O_TMPFILE) != 0 {
 		how.Mode = uint64(mode)

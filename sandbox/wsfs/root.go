@@ -36,7 +36,19 @@ type Root struct {
 	mu   sync.RWMutex // guards fd against Close
 	fd   int          // O_PATH|O_DIRECTORY descriptor of dir, -1 once closed
 	walk bool         // resolve with the component walk instead of openat2
+	// noLinks refuses every symlink on the way, not only those that would
+	// leave the root (see RefuseSymlinks).
+	noLinks bool
 }
+
+// RefuseSymlinks makes every later access fail on a path that goes
+// through a symlink, even one that stays inside the root. A caller whose
+// policy protects parts of the root by name (denied or read-only paths)
+// needs it: a link planted elsewhere in the root would otherwise reach
+// those parts under another name. It needs openat2 (RESOLVE_NO_SYMLINKS);
+// with the component walk, every access is refused rather than checked
+// weakly. Call it before the Root is shared.
+func (r *Root) RefuseSymlinks() { r.noLinks = true }
 
 // Open opens dir once (O_PATH|O_DIRECTORY) as the root of every later
 // access. dir itself is resolved normally: it is trusted, its contents are
