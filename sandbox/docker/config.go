@@ -160,14 +160,14 @@ func (c *Client) planContainer(id string, spec sandbox.Spec, workspace string, w
 
 // hostSource maps a sandbox path to the host path it is bound from (the
 // workspace or a Mount), or "" when it lies in the image's root or /tmp.
-func hostSource(spec sandbox.Spec, workspace, p string) (src string, writable bool) {
+func hostSource(spec sandbox.Spec, workspace, p string) (src string, writable bool, err error) {
 	p = path.Clean(p)
-	best, bestLen := "", -1
+	best, base, bestLen := "", "", -1
 	consider := func(target, source string, rw bool) {
 		if p == target || strings.HasPrefix(p, strings.TrimSuffix(target, "/")+"/") {
 			if len(target) > bestLen {
 				rel := strings.TrimPrefix(strings.TrimPrefix(p, target), "/")
-				best, bestLen, writable = filepath.Join(source, filepath.FromSlash(rel)), len(target), rw
+				best, base, bestLen, writable = filepath.Join(source, filepath.FromSlash(rel)), source, len(target), rw
 			}
 		}
 	}
@@ -175,7 +175,39 @@ func hostSource(spec sandbox.Spec, workspace, p string) (src string, writable bo
 	for _, m := range spec.Mounts {
 		consider(path.Clean(m.Target), m.Source, !m.ReadOnly)
 	}
-	return best, writable
+	if best != "" {
+		if err := noSymlinkBelow(base, best); err != nil {
+			return "", false, sandbox.Wrap("docker: policy path "+p, sandbox.ErrPathEscape, err)
+		}
+	}
+	return best, writable, nil
+}
+
+// noSymlinkBelow checks that no component of target below base is a
+// symlink. Threat: the engine resolves a bind source on the host, so a
+// link the sandbox (or an earlier session) left in the workspace, such as
+// in -> /root, would bind that host directory into the container under a
+// read-only or deny path.
+func noSymlinkBelow(base, target string) error {
+	rel, err := filepath.Rel(base, target)
+	if err != nil || rel == "." {
+		return err
+	}
+	cur := base
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, c)
+		fi, err := os.Lstat(cur)
+		if os.IsNotExist(err) {
+			return nil // created below as a plain directory
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symlink; a policy path may not go through one", cur)
+		}
+	}
+	return nil
 }
 
 // planReadOnly makes each Filesystem.ReadOnly path read-only. Paths in the
@@ -188,7 +220,10 @@ func planReadOnly(hc *container.HostConfig, spec sandbox.Spec, workspace string)
 		if p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
 			return sandbox.Errorf(sandbox.ErrPolicyUnsupported, "docker: read-only path %s is inside the /tmp tmpfs (name a path in the workspace or a mount)", p)
 		}
-		src, rw := hostSource(spec, workspace, p)
+		src, rw, err := hostSource(spec, workspace, p)
+		if err != nil {
+			return err
+		}
 		if src == "" || !rw {
 			continue // image root or a read-only mount: read-only already
 		}
@@ -211,7 +246,11 @@ func planDeny(hc *container.HostConfig, spec sandbox.Spec, workspace string) err
 		if p == "/" || p == spec.Workdir {
 			return sandbox.Errorf(sandbox.ErrInvalid, "docker: cannot deny %s: it is the root of the sandbox layout", p)
 		}
-		if src, _ := hostSource(spec, workspace, p); src != "" {
+		src, _, err := hostSource(spec, workspace, p)
+		if err != nil {
+			return err
+		}
+		if src != "" {
 			if fi, err := os.Lstat(src); err == nil && !fi.IsDir() {
 				hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: "/dev/null", Target: p, ReadOnly: true})
 				continue
