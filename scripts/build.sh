@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
-# Builds bin/agentbox and bin/agentbox-init, the small binary the native
-# backend runs as each sandbox's init when it sits next to agentbox (root
-# owned, not group/other writable); without it agentbox re-executes itself.
+# Builds, into bin/:
+#   agentbox       the CLI, lean: exec (linux and local backends) and
+#                  snapshot; every other command, and exec with the docker
+#                  backend, hands off to agentbox-full (cmd/agentbox/handoff.go
+#                  says why: start-up time);
+#   agentbox-full  the same CLI with everything linked in;
+#   agentbox-init  the small program the native backend runs as each
+#                  sandbox's init when it sits next to agentbox (root owned,
+#                  not group/other writable); without it agentbox re-executes
+#                  itself.
+#
+# CGO_ENABLED=0: all three are static. Nothing here needs cgo (go-landlock's
+# psx falls back to the runtime's AllThreadsSyscall, name lookups to the
+# pure Go resolver), and a static binary skips the dynamic loader, which
+# `agentbox exec` pays twice (the CLI and the sandbox's init).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
-go build -ldflags "-s -w" -o bin/ ./cmd/agentbox ./sandbox/linux/cmd/agentbox-init
-chmod 0755 bin/agentbox bin/agentbox-init
+export CGO_ENABLED=0
+flags=(-trimpath -ldflags "-s -w")
+go build "${flags[@]}" -tags lean -o bin/agentbox ./cmd/agentbox
+go build "${flags[@]}" -o bin/agentbox-full ./cmd/agentbox
+go build "${flags[@]}" -o bin/agentbox-init ./sandbox/linux/cmd/agentbox-init
+chmod 0755 bin/agentbox bin/agentbox-full bin/agentbox-init

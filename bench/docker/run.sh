@@ -13,6 +13,6 @@ if ! docker info >/dev/null 2>&1; then
 	echo "bench/docker: no Docker engine answers (DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock})" >&2
 	exit 1
 fi
-go build -o bin/agentbox ./cmd/agentbox
+bash scripts/build.sh
 bin/agentbox image build >&2
 go run ./bench/docker/execbench -agentbox bin/agentbox "$@"

@@ -49,7 +49,7 @@ if [ -f scripts/build.sh ]; then
 else
 	go build -o bin/agentbox ./cmd/agentbox
 fi
-go build -o bin/bench-native ./bench/native/driver
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/bench-native ./bench/native/driver
 
 if [ -n "${BENCH_MAX_LOAD:-}" ]; then
 	waited=0

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -65,6 +66,9 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, linked := backends[backend]; !linked && handOff != nil && slices.Contains(fullOnlyBackends, backend) {
+				return handOff("exec --backend " + backend)
+			}
 			spec, err := f.buildSpec()
 			if err != nil {
 				return &exitError{code: exitCode, err: fmt.Errorf("exec: %w", err)}

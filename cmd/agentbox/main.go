@@ -42,10 +42,14 @@ func main() {
 		h()
 	}
 	root := newRootCmd()
-	err := root.Execute()
-	if err == nil {
-		return
+	if err := root.Execute(); err != nil {
+		fail(err)
 	}
+}
+
+// fail reports err on stderr, unless it is an exitError without a
+// message, and exits with its status (125 for any other error).
+func fail(err error) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
