@@ -117,6 +117,7 @@ func run(o opts, out io.Writer) error {
 			cBare:     {"bare /bin/true", []string{"/bin/true"}},
 			cHelp:     {"agentbox --help (the CLI's process start and package inits)", []string{o.agentbox, "--help"}},
 			cSelf:     {"bench-native -noop (a small Go binary's process start)", []string{self, "-noop"}},
+			cFull:     {"agentbox-full exec -- true (the CLI with every command linked in)", []string{fullCLI(o.agentbox), "exec", "--", "true"}},
 		}
 		progress("cold start, %d interleaved rounds of %d contenders", o.coldN, len(cmds)+1)
 		if r.cold, err = runCold(ctx, o.coldN, cmds, c, cliSpec); err != nil {
@@ -185,4 +186,14 @@ func lookPath(name string) (string, error) {
 		return "", fmt.Errorf("%s is not installed: %w", name, err)
 	}
 	return p, nil
+}
+
+// fullCLI is the agentbox-full next to the lean agentbox scripts/build.sh
+// makes, or agentbox itself when it was built whole (go build ./cmd/agentbox).
+func fullCLI(agentbox string) string {
+	p := filepath.Join(filepath.Dir(agentbox), "agentbox-full")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return agentbox
 }

@@ -46,6 +46,7 @@ const (
 	cBare
 	cHelp
 	cSelf
+	cFull
 )
 
 // Targets from issue 2.
@@ -65,6 +66,7 @@ func (r *results) rows() []row {
 			row{"cold start p95: `agentbox exec -- true` vs bwrap", ms(ab.p95()), ms(bw.p95()), ratio(ab.p95(), bw.p95()), "", ""},
 			row{"cold start p50 vs `unshare ... --fork true`", ms(ab.p50()), ms(c.cmds[cUnshare].p50()), ratio(ab.p50(), c.cmds[cUnshare].p50()), "", ""},
 			row{"cold start p50 vs bare `/bin/true`", ms(ab.p50()), ms(c.cmds[cBare].p50()), ratio(ab.p50(), c.cmds[cBare].p50()), "", ""},
+			row{"cold start p50 of the full CLI (`agentbox-full exec -- true`: every command linked in) vs bwrap", ms(c.cmds[cFull].p50()), ms(bw.p50()), ratio(c.cmds[cFull].p50(), bw.p50()), "", ""},
 			row{"cold start p50 through the library in-process (Create + Exec + Close) vs bwrap", ms(c.lib.total.p50()), ms(bw.p50()), ratio(c.lib.total.p50(), bw.p50()), "", ""},
 		)
 	}
