@@ -121,22 +121,54 @@ func readInt(t *testing.T, path string) int {
 	return n
 }
 
-func TestCPULimitIsWritten(t *testing.T) {
+func TestCPULimitThrottlesABusyLoop(t *testing.T) {
 	c := newTestClient(t)
 	if !hasPart(c, sandbox.PartCPU) {
 		t.Skip("no cpu controller on this host")
 	}
-	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{CPUs: 0.5}}})
-	got := strings.Join(s.(*session).g.Enforced(), "; ")
-	if !strings.Contains(got, "cpu") {
+	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{CPUs: 0.2}}})
+	g := s.(*session).g
+	if got := strings.Join(g.Enforced(), "; "); !strings.Contains(got, "cpu") {
 		t.Errorf("enforced limits %q do not mention cpu", got)
 	}
-	// Burn CPU for 400ms of wall time: at half a core, user+sys stays
-	// well under the wall time.
-	res := run(t, s, "sh", "-c", "end=$(($(date +%s%N)+400000000)); while [ $(date +%s%N) -lt $end ]; do :; done; cat /proc/self/stat >/dev/null")
-	if res.ExitCode != 0 {
-		t.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+	dir := g.Dir(cgroups.CPU)
+	if dir == "" {
+		dir = g.Dir("v2")
 	}
+	// Spin for 500 ms of wall time. A fifth of a core is 20 ms of CPU per
+	// 100 ms period, so the loop is stopped in (nearly) every period it
+	// spans, and what it got stays near a fifth of the wall time.
+	before := cpuStat(t, dir)
+	res := run(t, s, "sh", "-c", "end=$(($(date +%s%N)+500000000)); while [ $(date +%s%N) -lt $end ]; do :; done")
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
+	}
+	after := cpuStat(t, dir)
+	if n := after["nr_throttled"] - before["nr_throttled"]; n < 2 {
+		t.Errorf("the loop was throttled in %d periods, want several (cpu.stat before %v, after %v)", n, before, after)
+	}
+}
+
+// cpuStat reads a cgroup's cpu.stat (v1 and v2 both have nr_throttled).
+func cpuStat(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		t.Fatalf("read cpu.stat: %v", err)
+	}
+	m := map[string]int64{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("cpu.stat line %q: %v", line, err)
+		}
+		m[k] = n
+	}
+	if _, ok := m["nr_throttled"]; !ok {
+		t.Fatalf("cpu.stat has no nr_throttled: %s", b)
+	}
+	return m
 }
 
 func TestDiskQuotaStopsWritesPastTheSize(t *testing.T) {
