@@ -129,6 +129,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, ptyTests()...)
 	all = append(all, lifecycleTests()...)
 	all = append(all, policyTests()...)
+	all = append(all, partTests()...)
 	return all
 }
 
