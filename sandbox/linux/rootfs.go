@@ -109,7 +109,10 @@ func buildRoot(cfg *initConfig) error {
 		if err := noSymlinks(root, p); err != nil {
 			return fmt.Errorf("deny path %s: %w", p, err)
 		}
-		if err := maskPath(root, p); err != nil {
+		if underDenied(p, cfg.Deny) {
+			continue
+		}
+		if err := denyPath(root, p); err != nil {
 			return fmt.Errorf("deny path %s: %w", p, err)
 		}
 	}
@@ -176,9 +179,11 @@ func touch(path string) error {
 	return f.Close()
 }
 
-// maskPath hides a sandbox path: a directory gets an empty read-only
-// tmpfs with mode 000 over it, a file an empty mode-000 file. Paths that
-// do not exist have nothing to hide.
+// maskPath hides an existing sandbox path: a directory gets an empty
+// read-only tmpfs with mode 000 over it, a file an empty mode-000 file. A
+// path that does not exist is left alone, which is right for /proc (no
+// one can make entries there); denied policy paths go through denyPath,
+// which covers missing ones too.
 func maskPath(root, p string) error {
 	dst := filepath.Join(root, p)
 	fi, err := os.Lstat(dst)
@@ -189,13 +194,149 @@ func maskPath(root, p string) error {
 		return err
 	}
 	if fi.IsDir() {
-		return unix.Mount("masked", dst, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=000")
+		return mountMask(dst)
 	}
 	// MS_RDONLY is ignored on the bind itself; only a remount applies it.
 	if err := unix.Mount(filepath.Join(root, maskFile), dst, "", unix.MS_BIND, ""); err != nil {
 		return err
 	}
 	return remountReadOnly(dst)
+}
+
+// denyPath enforces one Filesystem.Deny path. An existing one is masked
+// where it is. Threat: a missing one, if skipped, would be the command's
+// to create (mkdir it, write in it: "not writable" broken), and what a
+// host process later put there, through the workspace or a read-write
+// mount, would show inside. So a missing path is covered as well.
+func denyPath(root, p string) error {
+	_, err := os.Lstat(filepath.Join(root, p))
+	switch {
+	case err == nil:
+		return maskPath(root, p)
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ENOTDIR):
+		return coverMissing(root, p)
+	default:
+		return err
+	}
+}
+
+// coverMissing makes the missing path p a directory and mounts the mask
+// tmpfs on it, as the Docker backend does (the engine makes the mount
+// point): inside, p can be neither listed, read, created nor written,
+// whether the policy meant it as a file or a directory. ("mkdir -p p"
+// exits 0, the directory being there, and changes nothing.)
+//
+// Where the directory is made depends on what holds p:
+//   - the root tmpfs, /tmp, /dev/shm: the session's own, gone with it;
+//   - the workspace or a read-write mount: the host directory. p (and any
+//     missing parent) appears on the host, owned like the directory it is
+//     made in, and is left there, empty, when the session ends, as Docker
+//     leaves mount points in bind sources. What the host writes in it
+//     later is not seen inside: the tmpfs covers it in this namespace.
+//   - a read-only mount (the tool directories, a read-only mount or
+//     policy path, /dev): nothing can be made there, by us or by the
+//     command, so the session is refused naming the read-only directory
+//     rather than left with a path a host process could fill later.
+//
+// A component that is a symlink or not a directory refuses p as well.
+func coverMissing(root, p string) error {
+	fd, err := makeMountPoint(root, p)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return mountMask("/proc/self/fd/" + strconv.Itoa(fd))
+}
+
+// makeMountPoint opens the directory p under root, making what is missing
+// of it, and returns its descriptor. Threat: noSymlinks looked at p by
+// name, but the workspace is shared with the host (and other sessions)
+// and a link planted since would send a by-name mkdir or mount out of the
+// sandbox's tree. Here every component is opened from its parent's
+// descriptor without following links, and the caller mounts on the last
+// descriptor, so no name is resolved twice.
+func makeMountPoint(root, p string) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(root, flags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", root, err)
+	}
+	cur := "/"
+	for _, part := range strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/") {
+		if part == "" {
+			continue
+		}
+		parent := cur
+		cur = filepath.Join(cur, part)
+		next, err := unix.Openat(fd, part, flags, 0)
+		if err == unix.ENOENT {
+			next, err = makeDirAt(fd, part, flags)
+		}
+		// O_DIRECTORY answers ENOTDIR for a link too: tell them apart.
+		var st unix.Stat_t
+		if err == unix.ENOTDIR && unix.Fstatat(fd, part, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			err = unix.ELOOP
+		}
+		unix.Close(fd)
+		switch {
+		case err == unix.EROFS:
+			return -1, fmt.Errorf("it does not exist and %s is on a read-only mount, where no mount point can be made to cover it; create it on the host first or deny an existing path", parent)
+		case err == unix.ELOOP:
+			return -1, fmt.Errorf("%s goes through the symbolic link %s; refusing", p, cur)
+		case err == unix.ENOTDIR:
+			return -1, fmt.Errorf("%s is not a directory, so no mount point can be made to cover it", cur)
+		case err != nil:
+			return -1, fmt.Errorf("create mount point %s: %w", cur, err)
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// makeDirAt makes the directory name under dir, owned like dir, and
+// opens it with flags. A directory made meanwhile by someone else is
+// opened as it is.
+func makeDirAt(dir int, name string, flags int) (int, error) {
+	err := unix.Mkdirat(dir, name, 0o755)
+	if err == unix.EEXIST {
+		return unix.Openat(dir, name, flags, 0)
+	}
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Openat(dir, name, flags, 0)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(dir, &st); err == nil {
+		err = unix.Fchown(fd, int(st.Uid), int(st.Gid))
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("give %s its parent's owner: %w", name, err)
+	}
+	return fd, nil
+}
+
+// underDenied reports whether p lies inside another denied path: that
+// one's mask hides it already, and being read-only could not hold its
+// mount point anyway.
+func underDenied(p string, deny []string) bool {
+	p = filepath.Clean("/" + p)
+	for _, q := range deny {
+		q = filepath.Clean("/" + q)
+		if q != "/" && strings.HasPrefix(p, q+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// mountMask mounts an empty read-only tmpfs with mode 000 on dir: there
+// is nothing under it to read, and no user can make or write anything in it.
+func mountMask(dir string) error {
+	return unix.Mount("masked", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=000")
 }
 
 // remountReadOnly makes the bind mount at dst read-only, nosuid, nodev
@@ -405,8 +546,8 @@ func noSymlinks(root, p string) error {
 		}
 		cur = filepath.Join(cur, part)
 		fi, err := os.Lstat(cur)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil // the rest is created as directories
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+			return nil // the rest is created as directories, or that fails
 		}
 		if err != nil {
 			return err

@@ -1,0 +1,299 @@
+package linux
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// denySpec is a spec over ws whose policy denies the given paths.
+func denySpec(ws string, deny ...string) sandbox.Spec {
+	return sandbox.Spec{Workspace: ws, Policy: sandbox.Policy{Filesystem: sandbox.FilesystemPolicy{Deny: deny}}}
+}
+
+// openWorkspace is a host workspace the unprivileged sandbox user may
+// write in, so that a failure inside comes from the policy, not the mode.
+func openWorkspace(t *testing.T) string {
+	t.Helper()
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// mustFail runs each script in s and reports those that exit 0.
+func mustFail(t *testing.T, s sandbox.Session, scripts ...string) {
+	t.Helper()
+	for _, sc := range scripts {
+		if res := run(t, s, "sh", "-c", sc); res.ExitCode == 0 {
+			t.Errorf("%q succeeded inside the sandbox; stdout %q stderr %q", sc, res.Stdout, res.Stderr)
+		}
+	}
+}
+
+// assertEmptyOrAbsent fails unless dir is missing or an empty directory:
+// the mount point a session may leave, never anything written through it.
+func assertEmptyOrAbsent(t *testing.T, dir string) {
+	t.Helper()
+	fi, err := os.Lstat(dir)
+	if os.IsNotExist(err) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.IsDir() {
+		t.Fatalf("host %s is not a directory after the session (mode %v), want an empty directory or nothing", dir, fi.Mode())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("host %s holds %v after the session, want it empty", dir, names)
+	}
+}
+
+// TestDeniedPathThatDoesNotExistYetCannotBeCreated is the attack on a
+// denied path the workspace does not hold at the start: make it, then
+// write and read in it.
+func TestDeniedPathThatDoesNotExistYetCannotBeCreated(t *testing.T) {
+	c := newTestClient(t)
+	ws := openWorkspace(t)
+	s, err := c.Create(context.Background(), denySpec(ws, "/workspace/secrets"))
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	mustFail(t, s,
+		"mkdir /workspace/secrets",
+		"mkdir -p /workspace/secrets/sub",
+		// A bare "mkdir -p /workspace/secrets" exits 0, as on Docker: the
+		// covering directory is there already. Nothing can go in it.
+		"mkdir -p /workspace/secrets && echo x > /workspace/secrets/k",
+		"echo x > /workspace/secrets/k",
+		"ls /workspace/secrets",
+		"cat /workspace/secrets/k",
+		"cat /workspace/secrets",
+		"rmdir /workspace/secrets && mkdir /workspace/secrets",
+		"mv /workspace/secrets /workspace/moved",
+		"umount /workspace/secrets",
+	)
+	if err := s.WriteFile(context.Background(), "/workspace/secrets/k", []byte("x"), 0o644); err == nil {
+		t.Error("the file API wrote /workspace/secrets/k")
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+		if err == nil && (d.Name() == "k" || d.Name() == "sub" || d.Name() == "moved") {
+			t.Errorf("host workspace holds %s after the session", p)
+		}
+		return nil
+	})
+	assertEmptyOrAbsent(t, filepath.Join(ws, "secrets"))
+}
+
+// TestDeniedFileThatDoesNotExistYetCannotBeWritten is the same attack on
+// a path meant as a file (a .env the agent must not plant or read).
+func TestDeniedFileThatDoesNotExistYetCannotBeWritten(t *testing.T) {
+	c := newTestClient(t)
+	ws := openWorkspace(t)
+	s, err := c.Create(context.Background(), denySpec(ws, "/workspace/.env"))
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	mustFail(t, s,
+		"echo x > /workspace/.env",
+		"echo x >> /workspace/.env",
+		"cat /workspace/.env",
+		"rm -rf /workspace/.env && echo x > /workspace/.env",
+		"ln -s /tmp/x /workspace/.env",
+	)
+	if err := s.WriteFile(context.Background(), "/workspace/.env", []byte("x"), 0o644); err == nil {
+		t.Error("the file API wrote /workspace/.env")
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	assertEmptyOrAbsent(t, filepath.Join(ws, ".env"))
+}
+
+// TestDeniedPathAHostProcessCreatesLaterStaysHidden: a denied path under
+// a read-write mount that the host fills once the session runs must not
+// show inside.
+func TestDeniedPathAHostProcessCreatesLaterStaysHidden(t *testing.T) {
+	c := newTestClient(t)
+	out := openWorkspace(t)
+	spec := denySpec(openWorkspace(t), "/mnt/out/secrets")
+	spec.Mounts = []sandbox.Mount{{Source: out, Target: "/mnt/out"}}
+	s := newTestSession(t, c, spec)
+	if err := os.MkdirAll(filepath.Join(out, "secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "written-by-the-host-later"
+	if err := os.WriteFile(filepath.Join(out, "secrets", "k"), []byte(secret), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, s, "sh", "-c", "cat /mnt/out/secrets/k; ls -A /mnt/out/secrets; grep -r "+secret+" /mnt/out")
+	if strings.Contains(string(res.Stdout)+string(res.Stderr), secret) || strings.Contains(string(res.Stdout), "k") {
+		t.Fatalf("the host's later file shows inside: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	mustFail(t, s, "cat /mnt/out/secrets/k", "ls /mnt/out/secrets")
+}
+
+// TestDeniedPathsInsideADeniedPathNeedNoMountPoint: a path under another
+// denied path is hidden by that one's mask, in either order, and nothing
+// is made for it on the host.
+func TestDeniedPathsInsideADeniedPathNeedNoMountPoint(t *testing.T) {
+	c := newTestClient(t)
+	for _, order := range [][]string{
+		{"/workspace/private", "/workspace/private/sub"},
+		{"/workspace/private/sub", "/workspace/private"},
+	} {
+		t.Run(strings.Join(order, " then "), func(t *testing.T) {
+			ws := openWorkspace(t)
+			s, err := c.Create(context.Background(), denySpec(ws, order...))
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			mustFail(t, s, "ls /workspace/private", "echo x > /workspace/private/sub/k", "ls /workspace/private/sub")
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			assertEmptyOrAbsent(t, filepath.Join(ws, "private"))
+		})
+	}
+}
+
+// TestDeniedPathThatCannotBeCoveredIsRefused: where no mount point can
+// be made for a missing denied path, the session is refused, naming why,
+// and nothing is made on the host.
+func TestDeniedPathThatCannotBeCoveredIsRefused(t *testing.T) {
+	c := newTestClient(t)
+	ro := t.TempDir()
+	hostDir := t.TempDir()
+	cases := []struct {
+		name    string
+		spec    func(ws string) sandbox.Spec
+		want    string
+		mustNot string // a host path that must not appear
+	}{
+		{"under a read-only mount", func(ws string) sandbox.Spec {
+			sp := denySpec(ws, "/workspace/data/secret")
+			sp.Mounts = []sandbox.Mount{{Source: ro, Target: "/workspace/data", ReadOnly: true}}
+			return sp
+		}, "read-only", filepath.Join(ro, "secret")},
+		{"under a read-only policy path", func(ws string) sandbox.Spec {
+			sp := denySpec(ws, "/workspace/in/secret")
+			sp.Policy.Filesystem.ReadOnly = []string{"/workspace/in"}
+			return sp
+		}, "read-only", "in/secret"},
+		{"under the read-only tool directories", func(ws string) sandbox.Spec {
+			return denySpec(ws, "/usr/agentbox-denied-test")
+		}, "read-only", "/usr/agentbox-denied-test"},
+		{"under a file", func(ws string) sandbox.Spec {
+			return denySpec(ws, "/workspace/notes.txt/secret")
+		}, "not a directory", "notes.txt/secret"},
+		{"through a symbolic link", func(ws string) sandbox.Spec {
+			return denySpec(ws, "/workspace/link/new/secret")
+		}, "symbolic link", filepath.Join(hostDir, "new")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := openWorkspace(t)
+			if err := os.Mkdir(filepath.Join(ws, "in"), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes"), 0o666); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(hostDir, filepath.Join(ws, "link")); err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.Create(context.Background(), tc.spec(ws))
+			if err == nil {
+				s.Close(context.Background())
+				t.Fatal("create succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want a refusal saying %q", err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+			p := tc.mustNot
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(ws, p)
+			}
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s was made on the host", p)
+			}
+		})
+	}
+}
+
+// TestMakingAMountPointNeverFollowsALink plants the link that noSymlinks
+// would have caught by name, as a race after it would: the descriptor
+// walk must refuse it and make nothing where it leads.
+func TestMakingAMountPointNeverFollowsALink(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "workspace", "link")); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := makeMountPoint(root, "/workspace/link/new/secret")
+	if err == nil {
+		unix.Close(fd)
+		t.Fatal("made a mount point through a symlink")
+	}
+	if !strings.Contains(err.Error(), "symbolic link /workspace/link") {
+		t.Errorf("err = %v, want a refusal naming the link", err)
+	}
+	if names, _ := os.ReadDir(outside); len(names) > 0 {
+		t.Errorf("the link's target gained %v", names)
+	}
+}
+
+// TestMakingAMountPointMakesTheMissingDirectories: the descriptor is the
+// directory made, and what is made in a directory takes its owner (as
+// root, which can give it away).
+func TestMakingAMountPointMakesTheMissingDirectories(t *testing.T) {
+	root := t.TempDir()
+	owner := os.Getuid()
+	if owner == 0 {
+		owner = 4321
+		if err := os.Chown(root, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := makeMountPoint(root, "/workspace/a/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var want, got unix.Stat_t
+	if err := unix.Stat(filepath.Join(root, "workspace", "a", "b"), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fstat(fd, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Ino != want.Ino || got.Dev != want.Dev || got.Mode&unix.S_IFMT != unix.S_IFDIR {
+		t.Errorf("the descriptor is not the directory made at /workspace/a/b")
+	}
+	for _, d := range []string{"workspace", "workspace/a", "workspace/a/b"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(root, d), &st); err != nil {
+			t.Fatal(err)
+		}
+		if int(st.Uid) != owner || int(st.Gid) != owner {
+			t.Errorf("/%s is owned by %d:%d, want its parent's %d:%d", d, st.Uid, st.Gid, owner, owner)
+		}
+	}
+}
