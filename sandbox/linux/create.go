@@ -218,6 +218,11 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 			return sandbox.Errorf(sandbox.ErrInvalid, "linux: workdir %s would hide the sandbox's %s", wd, top)
 		}
 	}
+	for _, p := range spec.Policy.Filesystem.Deny {
+		if p := path.Clean(p); p == "/" || p == wd {
+			return sandbox.Errorf(sandbox.ErrInvalid, "linux: cannot deny %s: it is the root of the sandbox layout", p)
+		}
+	}
 	for _, m := range spec.Mounts {
 		if err := sandbox.ValidateMountTarget(wd, m.Target); err != nil {
 			return err
