@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,37 +23,70 @@ import (
 )
 
 // Docker has no "kill this exec" call, so every command runs under a
-// wrapper that records its pid in the container's /tmp. The engine starts
-// each exec as a session leader (runc calls setsid), so the command and
-// everything it starts share that session id even after their parent
+// wrapper shell that tells agentbox its pid before it execs the command,
+// and Kill SIGKILLs that pid from a second exec (killerScript). The engine
+// starts each exec as a session leader (runc calls setsid), so the command
+// and everything it starts share that session id even after their parent
 // dies; the killer SIGKILLs the command, then finds the rest in /proc by
 // session id, process group or parent, and SIGKILLs them, repeating until
 // a scan finds nothing (a forking process is caught on the next round).
 //
-// What escapes: a process that calls setsid() itself and whose parent is
-// already gone when the killer scans. Stop and Close end those (they kill
-// the whole container).
+// The pid lives in the client's memory, never in the container: the
+// command runs as the session user (1000 by default) and can write to
+// /tmp, so a pid file there could be deleted or pointed elsewhere by the
+// very command it is meant to kill. The wrapper prints "<tag> <pid>
+// <starttime>" as the first line of its output and, without a terminal,
+// waits for a "go" line on its standard input before it execs the
+// command; agentbox sends it only after it has read the line. So the line
+// has left the exec's stdout pipe before the command exists (a command may
+// reopen /proc/self/fd/1 for reading and would otherwise take the line
+// off the pipe and print one of its own). A terminal exec does not wait:
+// the command cannot read the terminal's output side, and it does not
+// know its tag (only the wrapper's argv holds it), so at worst it can
+// flush the line unseen, and a kill with no pid known ends the whole
+// container. The starttime guards against the pid being reused by another
+// process after the command ended.
 //
-// The wrapper writes the pid file before checking for a kill request and
-// the killer creates the request before reading the pid file, so a kill
-// racing with the start is never lost: one of the two sees the other.
+// Kill against start: the go-ahead and a kill take the same lock, so a
+// kill before the go-ahead refuses it (the wrapper reads EOF and SIGKILLs
+// itself; the command never starts) and one after it has the pid. A
+// terminal exec's kill waits for the line, which comes before the command.
 //
-// The wrapper also removes the pid files of execs that have ended (their
-// pid is gone), so a long session does not fill /tmp with them.
-const wrapperScript = `for f in /tmp/.agentbox-exec-*; do case $f in *.kill|*\*) continue;; esac; read p <"$f" && [ -d /proc/$p ] || rm -f "$f"; done 2>/dev/null; { echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; exec "$@"`
+// What this does and does not guarantee, for any Spec.User, root included
+// (a capability-less root has no more power here than the session user):
+// the command and its tree cannot change which pid the kill targets. They
+// can signal the killer, which runs as the same user: a killer that does
+// not finish within killerWait gets the whole container killed. What
+// escapes the tree scan: a process that calls setsid() itself and whose
+// parent is already gone when the killer scans. Stop and Close end those
+// (they kill the whole container). Such a process, or another exec running
+// at the same time as the same user, can also reach a starting wrapper's
+// pipes through /proc/<pid>/fd (take its line, send its "go"); that is
+// another command attacking this one, not this command steering its own
+// kill, and it has its own limits to answer to.
+const wrapperScript = `m() { printf '%s %s %s\n' "$0" $$ "${20}"; }; read -r l </proc/$$/stat; m ${l##*) }; read -r a && [ "$a" = go ] || kill -KILL $$; exec "$@"`
 
-// ttyWrapperScript is wrapperScript for a terminal exec: it also sets the
-// terminal size before the command starts, since engines before API 1.42
-// ignore the size given at exec creation (a resize after start races with
-// the command's first look at its terminal).
-const ttyWrapperScript = `for f in /tmp/.agentbox-exec-*; do case $f in *.kill|*\*) continue;; esac; read p <"$f" && [ -d /proc/$p ] || rm -f "$f"; done 2>/dev/null; { echo $$ >/tmp/.agentbox-exec-$0; } 2>/dev/null; [ -e /tmp/.agentbox-exec-$0.kill ] && kill -KILL $$; [ "$1" -gt 0 ] && stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`
+// ttyWrapperScript is wrapperScript for a terminal exec: it does not wait
+// for a go-ahead (see above), and it sets the terminal size before the
+// command starts, since engines before API 1.42 ignore the size given at
+// exec creation (a resize after start races with the command's first look
+// at its terminal).
+const ttyWrapperScript = `m() { printf '%s %s %s\n' "$0" $$ "${20}"; }; read -r l </proc/$$/stat; m ${l##*) }; [ "$1" -gt 0 ] && stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`
 
-const killerScript = `: >/tmp/.agentbox-exec-$0.kill
-read pid </tmp/.agentbox-exec-$0 2>/dev/null || exit 0
+// killerScript kills the tree of pid $0 started at $1 (clock ticks since
+// boot, field 22 of /proc/<pid>/stat).
+const killerScript = `pid=$0 start=$1
 [ "$pid" -gt 1 ] 2>/dev/null || exit 0
-# The command first: were its children killed first, it could see them
-# die and exit normally before its turn.
-kill -KILL "$pid" 2>/dev/null && echo main
+if read -r line </proc/$pid/stat 2>/dev/null; then
+	# Another process under the pid means the command and its session
+	# are gone: the kernel does not reuse a pid that still names a
+	# session or process group.
+	set -- ${line##*) }
+	[ "${20}" = "$start" ] || exit 0
+	# The command first: were its children killed first, it could see
+	# them die and exit normally before its turn.
+	kill -KILL "$pid" 2>/dev/null && echo main
+fi
 tree=" $pid "
 round=0
 while [ $round -lt 50 ]; do
@@ -68,8 +102,28 @@ while [ $round -lt 50 ]; do
 		esac
 	done
 	[ -z "$found" ] && break
-done
-rm -f /tmp/.agentbox-exec-$0 /tmp/.agentbox-exec-$0.kill`
+done`
+
+const (
+	// markerWait bounds how long a terminal exec's kill waits for the
+	// wrapper's line before it kills the container instead.
+	markerWait = 10 * time.Second
+	// killerWait bounds the killer exec; the command can SIGSTOP it.
+	killerWait = 10 * time.Second
+	// exitLag bounds the wait for the engine to note an exit once the
+	// attach stream ended.
+	exitLag = time.Second
+	// maxMarker is past the longest line a wrapper prints.
+	maxMarker = 128
+)
+
+// The states of a start, as far as the wrapper's first line told.
+const (
+	launchPending = iota // the line has not been read
+	launchRunning        // the command runs (or ran) as pid
+	launchRefused        // killed before the go-ahead: the command never runs
+	launchUnknown        // a terminal exec whose line never came
+)
 
 // process is a command running through the exec API.
 type process struct {
@@ -84,8 +138,14 @@ type process struct {
 	copied         chan struct{} // the attach stream ended
 	copyErr        error
 
+	launchMu sync.Mutex
+	launch   int    // launchPending ... launchUnknown
+	pid      int    // the command's pid in the container, from the wrapper
+	started  string // its starttime, from the wrapper
+
 	killed     atomic.Bool
 	mainKilled atomic.Bool // the killer SIGKILLed the command itself
+	exited     atomic.Bool // the engine said the exec ended
 	denials0   int         // egress refusals before the start
 	waitMu     sync.Mutex
 	status     *sandbox.ExitStatus
@@ -99,8 +159,9 @@ func newTag() string {
 }
 
 // start creates and attaches an exec for req (already validated). Without
-// withStdin the exec gets no standard input (EOF at once), which spares
-// the engine a stdin stream: Exec uses it when the request has no Stdin.
+// withStdin the command gets no standard input (EOF at once); Exec uses
+// that when the request has no Stdin. An exec without a terminal always
+// attaches stdin, which carries the wrapper's go-ahead.
 func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin bool) (*process, error) {
 	if req.Workdir != "" && !path.IsAbs(req.Workdir) {
 		if _, err := sandbox.ResolveWorkspacePath(s.spec.Workdir, req.Workdir); err != nil {
@@ -117,7 +178,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin 
 		Env:          envList(req.Env),
 		WorkingDir:   s.workdirOf(req.Workdir),
 		TTY:          req.TTY,
-		AttachStdin:  withStdin,
+		AttachStdin:  withStdin || !req.TTY,
 		AttachStdout: true,
 		AttachStderr: true,
 	}
@@ -142,43 +203,158 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin 
 	if s.proxy != nil {
 		p.denials0 = len(s.proxy.Denials())
 	}
-	p.stdin = &stdinWriter{conn: &att.HijackedResponse, tty: req.TTY, closed: !withStdin}
+	p.stdin = &stdinWriter{conn: &att.HijackedResponse, tty: req.TTY, ready: make(chan struct{}), closed: !withStdin, shut: !opts.AttachStdin}
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	p.stdout, p.stderr = outR, errR
 	go func() {
-		defer close(p.copied)
+		first := &firstLine{dst: outW, take: p.settle}
 		var err error
 		if req.TTY {
-			_, err = io.Copy(outW, att.Reader)
+			_, err = io.Copy(first, att.Reader)
 		} else {
-			_, err = stdcopy.StdCopy(outW, errW, att.Reader)
+			_, err = stdcopy.StdCopy(first, errW, att.Reader)
 		}
+		lineless := first.flush()
 		if errors.Is(err, io.ErrClosedPipe) {
 			err = nil
 		}
 		p.copyErr = err
 		outW.Close()
 		errW.Close()
+		close(p.copied)
+		if lineless {
+			// After copied, so a Kill woken by this sees the stream
+			// ended.
+			p.settle(nil)
+		}
 	}()
 	return p, nil
 }
 
-// stdinWriter half-closes the attach connection on Close, so the command
-// sees EOF while its output keeps flowing. With a terminal it types the
-// EOF character (^D) instead, as a user would: the engine tears down a TTY
-// exec's output when its input half-closes.
+// settle takes the wrapper's first line (nil if the stream ended before
+// one) and reports whether it was that line. Without a terminal it sends
+// the go-ahead, unless Kill came first.
+func (p *process) settle(line []byte) bool {
+	pid, started, ok := parseMarker(line, p.tag)
+	p.launchMu.Lock()
+	defer p.launchMu.Unlock()
+	if p.launch != launchPending {
+		return ok
+	}
+	switch {
+	case ok && (p.tty || !p.killed.Load()):
+		p.launch, p.pid, p.started = launchRunning, pid, started
+	case p.tty:
+		p.launch = launchUnknown
+	default:
+		// Killed already, or not the wrapper speaking (the engine's
+		// own error): the command must not start.
+		p.launch = launchRefused
+	}
+	_ = p.stdin.settle(p.launch != launchRefused, p.launch == launchRunning && !p.tty)
+	return ok
+}
+
+// hold stops a start that has not had its go-ahead and returns where the
+// start stands.
+func (p *process) hold() (state, pid int, started string) {
+	p.launchMu.Lock()
+	defer p.launchMu.Unlock()
+	if p.launch == launchPending && !p.tty {
+		p.launch = launchRefused
+		_ = p.stdin.settle(false, false)
+	}
+	return p.launch, p.pid, p.started
+}
+
+// parseMarker reads "<tag> <pid> <starttime>", the wrapper's first line.
+func parseMarker(line []byte, tag string) (pid int, started string, ok bool) {
+	f := strings.Fields(string(line))
+	if len(f) != 3 || f[0] != tag {
+		return 0, "", false
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil || pid <= 1 {
+		return 0, "", false
+	}
+	if _, err := strconv.ParseUint(f[2], 10, 64); err != nil {
+		return 0, "", false
+	}
+	return pid, f[2], true
+}
+
+// firstLine holds back the start of a stream until its first line is
+// complete, hands that line to take and drops it if take says it was the
+// wrapper's; everything else passes through to dst.
+type firstLine struct {
+	dst  io.Writer
+	take func([]byte) bool
+	buf  []byte
+	done bool
+}
+
+func (f *firstLine) Write(b []byte) (int, error) {
+	if f.done {
+		return f.dst.Write(b)
+	}
+	f.buf = append(f.buf, b...)
+	i := bytes.IndexByte(f.buf, '\n')
+	if i < 0 && len(f.buf) <= maxMarker {
+		return len(b), nil
+	}
+	f.done = true
+	rest := f.buf
+	if i >= 0 && f.take(f.buf[:i]) {
+		rest = f.buf[i+1:]
+	} else if i < 0 {
+		f.take(nil)
+	}
+	f.buf = nil
+	if len(rest) > 0 {
+		if _, err := f.dst.Write(rest); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// flush passes on what is held when the stream ends and reports whether
+// the first line never came (then take has not been called).
+func (f *firstLine) flush() bool {
+	if f.done {
+		return false
+	}
+	f.done = true
+	if len(f.buf) > 0 {
+		_, _ = f.dst.Write(f.buf)
+	}
+	return true
+}
+
+// stdinWriter is the command's standard input. Writes wait until the
+// start is settled (so nothing typed reaches the wrapper, nor echoes on a
+// terminal before its line). Close half-closes the attach connection, so
+// the command sees EOF while its output keeps flowing; with a terminal it
+// types the EOF character (^D) instead, as a user would: the engine tears
+// down a TTY exec's output when its input half-closes.
 type stdinWriter struct {
-	conn   *client.HijackedResponse
-	tty    bool
-	mu     sync.Mutex
-	closed bool
+	conn  *client.HijackedResponse
+	tty   bool
+	ready chan struct{} // closed by settle
+
+	mu      sync.Mutex
+	settled bool
+	open    bool // the command runs (or may): writes go to it
+	closed  bool // Close was called, or the command gets no stdin
+	shut    bool // the input is closed (or was never attached)
 }
 
 func (w *stdinWriter) Write(b []byte) (int, error) {
+	<-w.ready
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed || !w.open {
 		return 0, io.ErrClosedPipe
 	}
 	return w.conn.Conn.Write(b)
@@ -191,6 +367,40 @@ func (w *stdinWriter) Close() error {
 		return nil
 	}
 	w.closed = true
+	if !w.settled {
+		return nil // settle closes it, after the go-ahead
+	}
+	return w.shutLocked()
+}
+
+// settle ends the wait of the writes: open says whether the command may
+// get its input, goAhead sends the wrapper its "go" line first. Input
+// that is not to be used is closed (the wrapper reads EOF and dies).
+func (w *stdinWriter) settle(open, goAhead bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.settled {
+		return nil
+	}
+	w.settled, w.open = true, open
+	defer close(w.ready)
+	var err error
+	if goAhead {
+		_, err = w.conn.Conn.Write([]byte("go\n"))
+	}
+	if !open || w.closed {
+		if cerr := w.shutLocked(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+func (w *stdinWriter) shutLocked() error {
+	if w.shut {
+		return nil
+	}
+	w.shut = true
 	if w.tty {
 		_, err := w.conn.Conn.Write([]byte{4})
 		return err
@@ -217,27 +427,37 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 }
 
 // Kill SIGKILLs the command's process tree (see killerScript) through a
-// second exec, then waits for the attach stream to end.
+// second exec, or stops a start that has not had its go-ahead, then waits
+// for the attach stream to end. When it cannot tell which pid to kill, or
+// the killer fails, it kills the whole container.
 func (p *process) Kill(ctx context.Context) error {
 	p.killed.Store(true)
-	select {
-	case <-p.copied:
+	if p.ended(ctx) {
 		return nil
+	}
+	state, pid, started := p.hold()
+	if state == launchPending {
+		// A terminal exec: its wrapper prints the line before it
+		// execs the command.
+		t := time.NewTimer(markerWait)
+		select {
+		case <-p.stdin.ready:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		state, pid, started = p.hold()
+	}
+	switch state {
+	case launchRefused:
+		// The wrapper reads EOF and SIGKILLs itself.
+	case launchRunning:
+		p.killTree(ctx, pid, started)
 	default:
-	}
-	out, err := p.s.helperOutput(ctx, []string{"/bin/sh", "-c", killerScript, p.tag})
-	if strings.Contains(string(out), "main") {
-		// The killer's SIGKILL ended the command itself: report it so
-		// even if the engine's exit code is late or was taken from a
-		// dying wrapper.
-		p.mainKilled.Store(true)
-	}
-	if err != nil {
-		// The killer could not run (the pids limit is exhausted, say, by
-		// the very fork bomb being killed): end the whole session rather
-		// than leave the tree running.
-		p.s.c.log.Warn("docker: could not kill the process tree from inside, killing the session's container", "session", p.s.id, "err", err)
-		p.s.killAll(ctx, "its process tree could not be killed from inside ("+err.Error()+")")
+		if !p.ended(ctx) {
+			p.s.c.log.Warn("docker: the pid of a command to kill is unknown, killing the session's container", "session", p.s.id)
+			p.s.killAll(ctx, "the pid of a command to kill never reached agentbox")
+		}
 	}
 	select {
 	case <-p.copied:
@@ -249,6 +469,75 @@ func (p *process) Kill(ctx context.Context) error {
 		p.conn.Close()
 	}
 	return nil
+}
+
+// ended reports whether the command is over: its attach stream ended and
+// the engine says the exec is no longer running. The end of the stream
+// alone is not enough: a command can close its output and go on.
+func (p *process) ended(ctx context.Context) bool {
+	select {
+	case <-p.copied:
+	default:
+		return false
+	}
+	if p.exited.Load() {
+		return true
+	}
+	// The engine notes the exit a moment after the stream ends.
+	deadline := time.Now().Add(exitLag)
+	for {
+		insp, err := p.s.c.api.ExecInspect(ctx, p.execID, client.ExecInspectOptions{})
+		if err == nil && !insp.Running {
+			p.exited.Store(true)
+			return true
+		}
+		if err != nil || time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// killTree runs killerScript for the command's pid, and kills the whole
+// container when the killer cannot run or does not finish.
+func (p *process) killTree(ctx context.Context, pid int, started string) {
+	type result struct {
+		out []byte
+		err error
+	}
+	kctx, cancel := context.WithTimeout(ctx, killerWait)
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		out, err := p.s.helperOutput(kctx, []string{"/bin/sh", "-c", killerScript, strconv.Itoa(pid), started})
+		done <- result{out, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-kctx.Done():
+		// The attach stream does not heed the context: a killer that
+		// the command stopped would hold it forever. The container
+		// kill below ends it.
+		r.err = fmt.Errorf("the killer did not finish: %w", kctx.Err())
+	}
+	if strings.Contains(string(r.out), "main") {
+		// The killer's SIGKILL ended the command itself: report it so
+		// even if the engine's exit code is late or was taken from a
+		// dying wrapper.
+		p.mainKilled.Store(true)
+	}
+	if r.err != nil {
+		// The killer could not run (the pids limit is exhausted, say, by
+		// the very fork bomb being killed) or was stopped: end the whole
+		// session rather than leave the tree running.
+		p.s.c.log.Warn("docker: could not kill the process tree from inside, killing the session's container", "session", p.s.id, "err", r.err)
+		p.s.killAll(ctx, "its process tree could not be killed from inside ("+r.err.Error()+")")
+	}
 }
 
 // Wait waits for the attach stream to end and the engine to report the
@@ -291,6 +580,7 @@ func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
 			return sandbox.ExitStatus{}, p.s.execError("inspect exec", err)
 		}
 		if !insp.Running {
+			p.exited.Store(true)
 			code := insp.ExitCode
 			if p.mainKilled.Load() {
 				code = 128 + int(unix.SIGKILL)
