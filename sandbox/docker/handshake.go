@@ -1,0 +1,192 @@
+package docker
+
+// The start handshake: the wrapper's first line (tag, pid, start time)
+// is taken off the command's output and kept in memory, and, without a
+// terminal, the wrapper execs the command only after the go-ahead on
+// stdin (see wrapperScript).
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/moby/moby/client"
+)
+
+// settle takes the wrapper's first line (nil if the stream ended before
+// one) and reports whether it was that line. Without a terminal it sends
+// the go-ahead, unless Kill came first.
+func (p *process) settle(line []byte) bool {
+	pid, started, ok := parseMarker(line, p.tag)
+	p.launchMu.Lock()
+	defer p.launchMu.Unlock()
+	if p.launch != launchPending {
+		return ok
+	}
+	switch {
+	case ok && (p.tty || !p.killed.Load()):
+		p.launch, p.pid, p.started = launchRunning, pid, started
+	case p.tty:
+		p.launch = launchUnknown
+	default:
+		// Killed already, or not the wrapper speaking (the engine's
+		// own error): the command must not start.
+		p.launch = launchRefused
+	}
+	_ = p.stdin.settle(p.launch != launchRefused, p.launch == launchRunning && !p.tty)
+	return ok
+}
+
+// hold stops a start that has not had its go-ahead and returns where the
+// start stands.
+func (p *process) hold() (state, pid int, started string) {
+	p.launchMu.Lock()
+	defer p.launchMu.Unlock()
+	if p.launch == launchPending && !p.tty {
+		p.launch = launchRefused
+		_ = p.stdin.settle(false, false)
+	}
+	return p.launch, p.pid, p.started
+}
+
+// parseMarker reads "<tag> <pid> <starttime>", the wrapper's first line.
+func parseMarker(line []byte, tag string) (pid int, started string, ok bool) {
+	f := strings.Fields(string(line))
+	if len(f) != 3 || f[0] != tag {
+		return 0, "", false
+	}
+	pid, err := strconv.Atoi(f[1])
+	if err != nil || pid <= 1 {
+		return 0, "", false
+	}
+	if _, err := strconv.ParseUint(f[2], 10, 64); err != nil {
+		return 0, "", false
+	}
+	return pid, f[2], true
+}
+
+// firstLine holds back the start of a stream until its first line is
+// complete, hands that line to take and drops it if take says it was the
+// wrapper's; everything else passes through to dst.
+type firstLine struct {
+	dst  io.Writer
+	take func([]byte) bool
+	buf  []byte
+	done bool
+}
+
+func (f *firstLine) Write(b []byte) (int, error) {
+	if f.done {
+		return f.dst.Write(b)
+	}
+	f.buf = append(f.buf, b...)
+	i := bytes.IndexByte(f.buf, '\n')
+	if i < 0 && len(f.buf) <= maxMarker {
+		return len(b), nil
+	}
+	f.done = true
+	rest := f.buf
+	if i >= 0 && f.take(f.buf[:i]) {
+		rest = f.buf[i+1:]
+	} else if i < 0 {
+		f.take(nil)
+	}
+	f.buf = nil
+	if len(rest) > 0 {
+		if _, err := f.dst.Write(rest); err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+// flush passes on what is held when the stream ends and reports whether
+// the first line never came (then take has not been called).
+func (f *firstLine) flush() bool {
+	if f.done {
+		return false
+	}
+	f.done = true
+	if len(f.buf) > 0 {
+		_, _ = f.dst.Write(f.buf)
+	}
+	return true
+}
+
+// stdinWriter is the command's standard input. Writes wait until the
+// start is settled (so nothing typed reaches the wrapper, nor echoes on a
+// terminal before its line). Close half-closes the attach connection, so
+// the command sees EOF while its output keeps flowing; with a terminal it
+// types the EOF character (^D) instead, as a user would: the engine tears
+// down a TTY exec's output when its input half-closes.
+type stdinWriter struct {
+	conn  *client.HijackedResponse
+	tty   bool
+	ready chan struct{} // closed by settle
+
+	mu      sync.Mutex
+	settled bool
+	open    bool // the command runs (or may): writes go to it
+	closed  bool // Close was called, or the command gets no stdin
+	shut    bool // the input is closed (or was never attached)
+}
+
+func (w *stdinWriter) Write(b []byte) (int, error) {
+	<-w.ready
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || !w.open {
+		return 0, io.ErrClosedPipe
+	}
+	return w.conn.Conn.Write(b)
+}
+
+func (w *stdinWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if !w.settled {
+		return nil // settle closes it, after the go-ahead
+	}
+	return w.shutLocked()
+}
+
+// settle ends the wait of the writes: open says whether the command may
+// get its input, goAhead sends the wrapper its "go" line first. Input
+// that is not to be used is closed (the wrapper reads EOF and dies).
+func (w *stdinWriter) settle(open, goAhead bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.settled {
+		return nil
+	}
+	w.settled, w.open = true, open
+	defer close(w.ready)
+	var err error
+	if goAhead {
+		_, err = w.conn.Conn.Write([]byte("go\n"))
+	}
+	if !open || w.closed {
+		if cerr := w.shutLocked(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+func (w *stdinWriter) shutLocked() error {
+	if w.shut {
+		return nil
+	}
+	w.shut = true
+	if w.tty {
+		_, err := w.conn.Conn.Write([]byte{4})
+		return err
+	}
+	return w.conn.CloseWrite()
+}
