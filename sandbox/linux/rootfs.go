@@ -54,7 +54,7 @@ func buildRoot(cfg *initConfig) error {
 		if !fi.IsDir() {
 			continue
 		}
-		if err := bindInto(d, dst, true); err != nil {
+		if err := bindInto(root, d, d, true); err != nil {
 			return err
 		}
 	}
@@ -82,14 +82,18 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("", filepath.Join(root, "dev"), "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
 		return fmt.Errorf("remount /dev read-only: %w", err)
 	}
-	if err := bindInto(cfg.Workspace, filepath.Join(root, cfg.Workdir), false); err != nil {
+	if err := bindInto(root, cfg.Workspace, cfg.Workdir, false); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
+	// From here on the targets lie in the workspace or a read-write mount,
+	// which the host and other sessions can change under us: noSymlinks
+	// refuses a link early and by name, but what holds is that every
+	// mount below is made on a descriptor (see openInRoot).
 	for _, m := range cfg.Mounts {
 		if err := noSymlinks(root, m.Target); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
-		if err := bindInto(m.Source, filepath.Join(root, m.Target), m.ReadOnly); err != nil {
+		if err := bindInto(root, m.Source, m.Target, m.ReadOnly); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
 	}
@@ -97,11 +101,7 @@ func buildRoot(cfg *initConfig) error {
 		if err := noSymlinks(root, p); err != nil {
 			return fmt.Errorf("read-only path %s: %w", p, err)
 		}
-		dst := filepath.Join(root, p)
-		if _, err := os.Lstat(dst); err != nil {
-			return fmt.Errorf("read-only path %s: %w", p, err)
-		}
-		if err := bindInto(dst, dst, true); err != nil {
+		if err := bindReadOnly(root, p); err != nil {
 			return fmt.Errorf("read-only path %s: %w", p, err)
 		}
 	}
@@ -116,6 +116,11 @@ func buildRoot(cfg *initConfig) error {
 			return fmt.Errorf("deny path %s: %w", p, err)
 		}
 	}
+	for _, name := range []string{stageDir, stageFile} {
+		if err := os.Remove(filepath.Join(root, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove staging point /%s: %w", name, err)
+		}
+	}
 	if err := pivot(root); err != nil {
 		return err
 	}
@@ -126,32 +131,107 @@ func buildRoot(cfg *initConfig) error {
 	return nil
 }
 
-// bindInto binds src on dst (creating dst as a directory or file to match
-// src) with nosuid and nodev; readOnly mounts are remounted read-only,
-// which the kernel enforces for every user including root.
-func bindInto(src, dst string, readOnly bool) error {
+// Mounting by descriptor. Threat: buildRoot runs before pivot_root, where
+// every path still leads to the host, and the workspace and read-write
+// mounts are shared with the host and with other sessions. A component
+// swapped for a symlink between noSymlinks and a mount by name would send
+// the mount where the link points: a read-only policy path turned into a
+// link to /etc would bind the host's /etc in, a denied path turned into a
+// link would mask something else and leave the secret in view (the race
+// of runc's CVE-2021-30465). So a sandbox path is only ever opened, by
+// openInRoot, component by component from the root without following a
+// link, and the kernel is handed the /proc/self/fd magic link of what was
+// opened, which it takes as that very inode, never as a name to resolve
+// again. A bind is made and given its flags on a staging point in the
+// root tmpfs, which only this mount namespace sees, and then moved onto
+// the descriptor, so no remount goes by name through the shared tree.
+
+// Staging points in the root tmpfs, for a directory and a file bind; they
+// are removed before pivot_root.
+const (
+	stageDir  = ".agentbox-stage"
+	stageFile = ".agentbox-stage-file"
+)
+
+// pointKind is what openInRoot must find, or make, at a path's end.
+type pointKind int
+
+const (
+	existing  pointKind = iota // anything but a link, which must exist
+	dirPoint                   // a directory, made (with its parents) when missing
+	filePoint                  // a non-directory, made as an empty file when missing
+)
+
+// fdPath is the magic link through which the kernel reaches fd itself.
+// It is used before pivot_root only, where /proc is still the host's
+// procfs (mounted in the copy of the host's mounts the init started
+// with), whose self link names the init by its host pid.
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// bindInto binds the host path src (the caller's choice, trusted) on the
+// sandbox path p under root, made as a directory or a file to match src,
+// with nosuid and nodev, and read-only when readOnly, which the kernel
+// enforces for every user including root. p is opened by descriptor.
+func bindInto(root, src, p string, readOnly bool) error {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return fmt.Errorf("bind %s: %w", src, err)
 	}
+	kind := filePoint
 	if fi.IsDir() {
-		if err := os.MkdirAll(dst, 0o755); err != nil {
-			return fmt.Errorf("create mount point %s: %w", dst, err)
-		}
-	} else if err := touch(dst); err != nil {
+		kind = dirPoint
+	}
+	dst, err := openInRoot(root, p, kind)
+	if err != nil {
 		return err
 	}
-	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
-	}
+	defer unix.Close(dst)
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
 	if readOnly {
 		flags |= unix.MS_RDONLY
 	}
-	// A remount must keep the flags the kernel locked on the source mount
-	// (in a user namespace), so they are read back and kept.
+	if err := bindOnto(root, src, fi.IsDir(), dst, flags); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, p, err)
+	}
+	return nil
+}
+
+// bindReadOnly binds the existing sandbox path p onto itself read-only.
+// Source and target are the one descriptor, so what is made read-only is
+// the inode that was checked, and nothing from outside the root is bound.
+func bindReadOnly(root, p string) error {
+	fd, err := openInRoot(root, p, existing)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", p, err)
+	}
+	return bindOnto(root, fdPath(fd), st.Mode&unix.S_IFMT == unix.S_IFDIR, fd, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+}
+
+// bindOnto binds src on the staging point, remounts it there with flags
+// (and those the kernel locked on the source mount, in a user namespace,
+// which a remount must keep), and moves the result onto the descriptor
+// dst. MS_RDONLY is ignored on a bind itself; only the remount applies it.
+func bindOnto(root, src string, dir bool, dst int, flags uintptr) error {
+	stage, err := stagePoint(root, dir)
+	if err != nil {
+		return err
+	}
+	if err := unix.Mount(src, stage, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	moved := false
+	defer func() {
+		if !moved {
+			_ = unix.Unmount(stage, unix.MNT_DETACH)
+		}
+	}()
 	var st unix.Statfs_t
-	if err := unix.Statfs(dst, &st); err == nil {
+	if err := unix.Statfs(stage, &st); err == nil {
 		for _, f := range []struct{ st, ms uintptr }{
 			{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_RDONLY, unix.MS_RDONLY},
 			{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
@@ -162,10 +242,36 @@ func bindInto(src, dst string, readOnly bool) error {
 			}
 		}
 	}
-	if err := unix.Mount("", dst, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
-		return fmt.Errorf("remount %s (read-only=%v): %w", dst, readOnly, err)
+	if err := unix.Mount("", stage, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
+		return fmt.Errorf("remount (read-only=%v): %w", flags&unix.MS_RDONLY != 0, err)
 	}
+	if err := unix.Mount(stage, fdPath(dst), "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move into place: %w", err)
+	}
+	moved = true
 	return nil
+}
+
+// stagePoint returns the staging directory or file under root, made on
+// first use. root's top level is the init's own tmpfs: no one else can
+// put anything there, so it is used by name.
+func stagePoint(root string, dir bool) (string, error) {
+	p := filepath.Join(root, stageFile)
+	var err error
+	if dir {
+		p = filepath.Join(root, stageDir)
+		err = unix.Mkdir(p, 0o700)
+	} else {
+		var fd int
+		fd, err = unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil && err != unix.EEXIST {
+		return "", fmt.Errorf("create staging point %s: %w", p, err)
+	}
+	return p, nil
 }
 
 func touch(path string) error {
@@ -185,22 +291,35 @@ func touch(path string) error {
 // one can make entries there); denied policy paths go through denyPath,
 // which covers missing ones too.
 func maskPath(root, p string) error {
-	dst := filepath.Join(root, p)
-	fi, err := os.Lstat(dst)
-	if errors.Is(err, os.ErrNotExist) {
+	fd, err := openInRoot(root, p, existing)
+	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if fi.IsDir() {
-		return mountMask(dst)
-	}
-	// MS_RDONLY is ignored on the bind itself; only a remount applies it.
-	if err := unix.Mount(filepath.Join(root, maskFile), dst, "", unix.MS_BIND, ""); err != nil {
+	defer unix.Close(fd)
+	return maskFd(root, fd)
+}
+
+// maskFd hides what fd is. Threat: without a user namespace, root inside
+// the sandbox is host uid 0 and owns what is bound in; chmod, chown and
+// utimes need only ownership, not a capability, so on a writable bind
+// they would change the host's inode. The mask is therefore bound
+// read-only (and nosuid, nodev, noexec), which refuses them with EROFS.
+func maskFd(root string, fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	return remountReadOnly(dst)
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return mountMask(fdPath(fd))
+	}
+	flags := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+	if err := bindOnto(root, filepath.Join(root, maskFile), false, fd, flags); err != nil {
+		return fmt.Errorf("bind the mask file: %w", err)
+	}
+	return nil
 }
 
 // denyPath enforces one Filesystem.Deny path. An existing one is masked
@@ -209,15 +328,15 @@ func maskPath(root, p string) error {
 // host process later put there, through the workspace or a read-write
 // mount, would show inside. So a missing path is covered as well.
 func denyPath(root, p string) error {
-	_, err := os.Lstat(filepath.Join(root, p))
+	fd, err := openInRoot(root, p, existing)
 	switch {
-	case err == nil:
-		return maskPath(root, p)
-	case errors.Is(err, os.ErrNotExist), errors.Is(err, unix.ENOTDIR):
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
 		return coverMissing(root, p)
-	default:
+	case err != nil:
 		return err
 	}
+	defer unix.Close(fd)
+	return maskFd(root, fd)
 }
 
 // coverMissing makes the missing path p a directory and mounts the mask
@@ -230,9 +349,9 @@ func denyPath(root, p string) error {
 //   - the root tmpfs, /tmp, /dev/shm: the session's own, gone with it;
 //   - the workspace or a read-write mount: the host directory. p (and any
 //     missing parent) appears on the host, owned like the directory it is
-//     made in, and is left there, empty, when the session ends, as Docker
-//     leaves mount points in bind sources. What the host writes in it
-//     later is not seen inside: the tmpfs covers it in this namespace.
+//     made in; the client removes what it made, if still empty, when the
+//     session is closed (see recordMadeDirs). What the host writes in it
+//     meanwhile is not seen inside: the tmpfs covers it in this namespace.
 //   - a read-only mount (the tool directories, a read-only mount or
 //     policy path, /dev): nothing can be made there, by us or by the
 //     command, so the session is refused naming the read-only directory
@@ -245,32 +364,45 @@ func coverMissing(root, p string) error {
 		return err
 	}
 	defer unix.Close(fd)
-	return mountMask("/proc/self/fd/" + strconv.Itoa(fd))
+	return mountMask(fdPath(fd))
 }
 
 // makeMountPoint opens the directory p under root, making what is missing
-// of it, and returns its descriptor. Threat: noSymlinks looked at p by
-// name, but the workspace is shared with the host (and other sessions)
-// and a link planted since would send a by-name mkdir or mount out of the
-// sandbox's tree. Here every component is opened from its parent's
-// descriptor without following links, and the caller mounts on the last
-// descriptor, so no name is resolved twice.
+// of it, and returns its descriptor.
 func makeMountPoint(root, p string) (int, error) {
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := unix.Open(root, flags, 0)
+	return openInRoot(root, p, dirPoint)
+}
+
+// openInRoot opens the sandbox path p under root and returns a descriptor
+// of its last component: every component is opened from its parent's
+// descriptor without following a link, so no name is resolved twice and
+// none leads out of the tree (mounts on the way are entered, as the
+// sandbox will see them). Missing components are made as kind says,
+// owned like the directory they are made in. A link anywhere, or a last
+// component of the wrong kind, refuses p. The descriptor is O_PATH unless
+// the last component was a directory to make or walk through.
+func openInRoot(root, p string, kind pointKind) (int, error) {
+	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Open(root, dirFlags, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open %s: %w", root, err)
 	}
+	parts := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/")
 	cur := "/"
-	for _, part := range strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/") {
+	for i, part := range parts {
 		if part == "" {
 			continue
 		}
 		parent := cur
 		cur = filepath.Join(cur, part)
-		next, err := unix.Openat(fd, part, flags, 0)
-		if err == unix.ENOENT {
-			next, err = makeDirAt(fd, part, flags)
+		var next int
+		if i == len(parts)-1 {
+			next, err = openLast(fd, part, kind)
+		} else {
+			next, err = unix.Openat(fd, part, dirFlags, 0)
+			if err == unix.ENOENT && kind != existing {
+				next, err = makeDirAt(fd, part, dirFlags)
+			}
 		}
 		// O_DIRECTORY answers ENOTDIR for a link too: tell them apart.
 		var st unix.Stat_t
@@ -278,20 +410,83 @@ func makeMountPoint(root, p string) (int, error) {
 			err = unix.ELOOP
 		}
 		unix.Close(fd)
-		switch {
-		case err == unix.EROFS:
-			return -1, fmt.Errorf("it does not exist and %s is on a read-only mount, where no mount point can be made to cover it; create it on the host first or deny an existing path", parent)
-		case err == unix.ELOOP:
-			return -1, fmt.Errorf("%s goes through the symbolic link %s; refusing", p, cur)
-		case err == unix.ENOTDIR:
-			return -1, fmt.Errorf("%s is not a directory, so no mount point can be made to cover it", cur)
-		case err != nil:
-			return -1, fmt.Errorf("create mount point %s: %w", cur, err)
+		if err != nil {
+			return -1, walkError(p, parent, cur, err)
 		}
 		fd = next
 	}
 	return fd, nil
 }
+
+// openLast opens the last component name under dir without following a
+// link, making it as kind says when it is missing, and checks its kind.
+func openLast(dir int, name string, kind pointKind) (int, error) {
+	for range 2 { // a second time if someone made it as we went to
+		fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == unix.ENOENT {
+			switch kind {
+			case dirPoint:
+				return makeDirAt(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+			case filePoint:
+				fd, err = makeFileAt(dir, name)
+				if err == unix.EEXIST {
+					continue
+				}
+				return fd, err
+			}
+		}
+		if err != nil {
+			return -1, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		typ := st.Mode & unix.S_IFMT
+		switch {
+		case typ == unix.S_IFLNK:
+			err = unix.ELOOP
+		case kind == dirPoint && typ != unix.S_IFDIR:
+			err = unix.ENOTDIR
+		case kind == filePoint && typ == unix.S_IFDIR:
+			err = unix.EISDIR
+		}
+		if err != nil {
+			unix.Close(fd)
+			return -1, err
+		}
+		return fd, nil
+	}
+	return -1, unix.EEXIST
+}
+
+// walkError says why openInRoot refused p at the component cur, in
+// parent; it unwraps to the errno.
+func walkError(p, parent, cur string, err error) error {
+	msg := fmt.Sprintf("open %s: %v", cur, err)
+	switch err {
+	case unix.EROFS:
+		msg = fmt.Sprintf("it does not exist and %s is on a read-only mount, where no mount point can be made for it; create it on the host first", parent)
+	case unix.ELOOP:
+		msg = fmt.Sprintf("%s goes through the symbolic link %s; refusing", p, cur)
+	case unix.ENOTDIR:
+		msg = fmt.Sprintf("%s is not a directory, so no mount point can be made there", cur)
+	case unix.EISDIR:
+		msg = fmt.Sprintf("%s is a directory, and a file is to be mounted there", cur)
+	case unix.ENOENT:
+		msg = fmt.Sprintf("%s does not exist", cur)
+	}
+	return &walkErr{msg: msg, errno: err}
+}
+
+type walkErr struct {
+	msg   string
+	errno error
+}
+
+func (e *walkErr) Error() string { return e.msg }
+func (e *walkErr) Unwrap() error { return e.errno }
 
 // makeDirAt makes the directory name under dir, owned like dir, and
 // opens it with flags. A directory made meanwhile by someone else is
@@ -308,15 +503,33 @@ func makeDirAt(dir int, name string, flags int) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(dir, &st); err == nil {
-		err = unix.Fchown(fd, int(st.Uid), int(st.Gid))
-	}
-	if err != nil {
+	if err := chownLikeParent(dir, fd); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("give %s its parent's owner: %w", name, err)
 	}
 	return fd, nil
+}
+
+// makeFileAt makes the empty file name under dir, owned like dir, and
+// returns its descriptor; EEXIST when something is there already.
+func makeFileAt(dir int, name string) (int, error) {
+	fd, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return -1, err
+	}
+	if err := chownLikeParent(dir, fd); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("give %s its parent's owner: %w", name, err)
+	}
+	return fd, nil
+}
+
+func chownLikeParent(dir, fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(dir, &st); err != nil {
+		return err
+	}
+	return unix.Fchown(fd, int(st.Uid), int(st.Gid))
 }
 
 // underDenied reports whether p lies inside another denied path: that
@@ -339,22 +552,12 @@ func mountMask(dir string) error {
 	return unix.Mount("masked", dir, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=000")
 }
 
-// remountReadOnly makes the bind mount at dst read-only, nosuid, nodev
-// and noexec. Threat: without a user namespace, root inside the sandbox is
-// host uid 0 and owns what is bound in; chmod, chown and utimes need only
-// ownership, not a capability, so on a writable bind they would change the
-// host's inode (the host's /dev/null, say). A read-only mount refuses
-// them with EROFS; reading and writing a device node still work.
-func remountReadOnly(dst string) error {
-	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC)
-	if err := unix.Mount("", dst, "", flags|unix.MS_NODEV, ""); err != nil {
-		return fmt.Errorf("remount %s read-only: %w", dst, err)
-	}
-	return nil
-}
-
-// remountDeviceReadOnly is remountReadOnly for a bound device node, which
-// must keep working as a device (no MS_NODEV).
+// remountDeviceReadOnly makes a bound device node read-only, nosuid and
+// noexec; it must keep working as a device (no MS_NODEV). Threat: root
+// inside is host uid 0 and owns the host's node; on a writable bind,
+// chmod, chown and utimes (which need only ownership) would change the
+// host's inode. A read-only mount refuses them with EROFS; reading and
+// writing the device still work.
 func remountDeviceReadOnly(dst string) error {
 	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC)
 	if err := unix.Mount("", dst, "", flags, ""); err != nil {
@@ -420,7 +623,7 @@ func buildEtc(cfg *initConfig) error {
 		if _, err := os.Stat(src); err != nil {
 			continue
 		}
-		if err := bindInto(src, filepath.Join(cfg.Root, src), true); err != nil {
+		if err := bindInto(cfg.Root, src, src, true); err != nil {
 			return err
 		}
 	}
