@@ -1,17 +1,14 @@
 package linux
 
 import (
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/egress"
-	"golang.org/x/sys/unix"
 )
 
 // networkAllowListAvailable: the egress proxy is built in.
@@ -35,7 +32,7 @@ func (s *session) startEgress(np sandbox.NetworkPolicy) error {
 	if p := s.st.Handles["proxy_port"]; p != "" {
 		want, _ = strconv.Atoi(p)
 	}
-	ln, err := listenInNetns(s.initPid(), want)
+	ln, err := listenInSandbox(s.st.Handles["socket"], want)
 	if err != nil {
 		return fmt.Errorf("egress: %w", err)
 	}
@@ -97,53 +94,41 @@ func (b *egressBridge) denialsSince(n int) []string {
 	return out
 }
 
-// listenInNetns opens a TCP listener on 127.0.0.1:port (0 for any) inside
-// the network namespace of pid. The socket keeps the namespace it was
-// created in, so the thread enters it only for the socket call.
-func listenInNetns(pid, port int) (net.Listener, error) {
-	target, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+// listenInSandbox asks the session's init for a TCP listener on its
+// loopback, 127.0.0.1:port (any port when 0 or taken), and returns it. A
+// socket keeps the network namespace it was made in, so the client can
+// serve it from outside, and asking the init, which lives in that
+// namespace, needs no privilege: entering the namespace (setns) would need
+// root, which a rootless client does not have.
+func listenInSandbox(sock string, port int) (net.Listener, error) {
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("open the sandbox's network namespace: %w", err)
+		return nil, fmt.Errorf("reach the sandbox's init: %w", err)
 	}
-	defer target.Close()
-	type result struct {
-		ln  net.Listener
-		err error
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := send(c, request{Op: opListen, Port: port}); err != nil {
+		return nil, fmt.Errorf("ask for a loopback listener: %w", err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("open own network namespace: %w", err)}
-			return
-		}
-		defer self.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("enter the sandbox's network namespace: %w", err)}
-			return
-		}
-		ln, lerr := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if lerr != nil && port != 0 {
-			ln, lerr = net.Listen("tcp", "127.0.0.1:0")
-		}
-		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
-			// This thread is stuck in the sandbox's namespace: leave it
-			// locked so the runtime retires it with this goroutine.
-			if ln != nil {
-				ln.Close()
-			}
-			ch <- result{nil, errors.Join(lerr, fmt.Errorf("return to own network namespace: %w", err))}
-			return
-		}
-		runtime.UnlockOSThread()
-		if lerr != nil {
-			lerr = fmt.Errorf("listen on the sandbox's loopback: %w", lerr)
-		}
-		ch <- result{ln, lerr}
-	}()
-	r := <-ch
-	return r.ln, r.err
+	var r reply
+	files, err := recv(c, &r, maxReply)
+	if err != nil {
+		return nil, fmt.Errorf("ask for a loopback listener: %w", err)
+	}
+	defer closeAll(files)
+	if r.Error != "" {
+		return nil, fmt.Errorf("listen on the sandbox's loopback: %s", r.Error)
+	}
+	if len(files) != 1 {
+		return nil, fmt.Errorf("listen on the sandbox's loopback: the init sent %d descriptors, want 1", len(files))
+	}
+	ln, err := net.FileListener(files[0])
+	if err != nil {
+		return nil, fmt.Errorf("listen on the sandbox's loopback: %w", err)
+	}
+	if _, ok := ln.Addr().(*net.TCPAddr); !ok {
+		ln.Close()
+		return nil, fmt.Errorf("listen on the sandbox's loopback: got a %s listener", ln.Addr().Network())
+	}
+	return ln, nil
 }

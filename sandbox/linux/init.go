@@ -281,12 +281,37 @@ func (st *initState) handle(c *net.UnixConn) {
 		_ = unix.Kill(-1, unix.SIGKILL)
 		_ = send(c, reply{})
 		os.Exit(0)
+	case opListen:
+		closeAll(files)
+		st.listen(c, req.Port)
 	case opExec:
 		st.exec(c, req, files)
 	default:
 		closeAll(files)
 		_ = send(c, reply{Error: fmt.Sprintf("unknown op %q", req.Op)})
 	}
+}
+
+// listen makes a TCP listener on the sandbox's loopback (port, or any
+// when that is 0 or taken) and sends its descriptor: the client serves
+// the egress proxy on it from outside the sandbox.
+func (st *initState) listen(c *net.UnixConn, port int) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil && port != 0 {
+		ln, err = net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	}
+	if err != nil {
+		_ = send(c, reply{Error: err.Error()})
+		return
+	}
+	defer ln.Close()
+	f, err := ln.File()
+	if err != nil {
+		_ = send(c, reply{Error: err.Error()})
+		return
+	}
+	defer f.Close()
+	_ = send(c, reply{}, f)
 }
 
 // exec starts one command on the descriptors that came with the request,

@@ -20,13 +20,15 @@ import (
 
 // request is what a client sends to the init.
 type request struct {
-	// Op is opExec, opKill, opInfo or opShutdown.
+	// Op is opExec, opKill, opInfo, opListen or opShutdown.
 	Op string `json:"op"`
 	// Exec fields.
 	Cmd []string `json:"cmd,omitempty"`
 	Dir string   `json:"dir,omitempty"`
 	Env []string `json:"env,omitempty"`
 	TTY bool     `json:"tty,omitempty"`
+	// Port is the loopback port opListen asks for (0: any).
+	Port int `json:"port,omitempty"`
 }
 
 const (
@@ -34,6 +36,9 @@ const (
 	opKill     = "kill"
 	opInfo     = "info"
 	opShutdown = "shutdown"
+	// opListen asks for a TCP listener on the sandbox's 127.0.0.1 (the
+	// egress proxy's); the reply carries its descriptor.
+	opListen = "listen"
 )
 
 // reply is what the init sends back.
