@@ -2,6 +2,7 @@ package linux
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,6 +146,14 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		cfg.TmpBytes = min(d, defaultTmpBytes)
 	}
 	cfg.SessionTimeout = int64(spec.Policy.Resources.SessionTimeout)
+	if made := recordMadeDirs(ws, cfg); len(made) > 0 {
+		b, err := json.Marshal(made)
+		if err != nil {
+			return nil, sandbox.Wrap(op, nil, err)
+		}
+		st.Handles[madeDirsHandle] = string(b)
+		u.push(func() { _ = removeMadeDirs(made) }) // after the init is killed
+	}
 	trackDir, thread := g.Tracking()
 	if trackDir != "" {
 		cfg.Tracking = "v2"
@@ -235,6 +245,91 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 		}
 	}
 	return nil
+}
+
+// madeDirsHandle is the State handle listing, as JSON, the madeDirs of
+// a session, for release to remove.
+const madeDirsHandle = "deny_mount_points"
+
+// madeDir is a host directory the init may make as the mount point of a
+// missing denied path (see coverMissing): Rel under Base, the workspace
+// or a read-write mount's source.
+type madeDir struct {
+	Base string `json:"base"`
+	Rel  string `json:"rel"`
+}
+
+// recordMadeDirs lists, before the init starts, the host directories it
+// would make for the denied paths that are missing under the workspace or
+// a read-write mount, deepest first, so that the session can remove them
+// when it ends instead of leaving empty directories in the user's tree.
+// Only what is missing now is listed: a directory that was there before
+// the session is never the session's to remove. Paths the init would
+// refuse (under a read-only mount or policy path, through a link or a
+// file) or leave to another denied path's mask make nothing and are left
+// out.
+func recordMadeDirs(ws string, cfg *initConfig) []madeDir {
+	type layer struct {
+		target, source string
+		readOnly       bool
+	}
+	layers := []layer{{cfg.Workdir, ws, false}}
+	for _, m := range cfg.Mounts {
+		layers = append(layers, layer{path.Clean(m.Target), m.Source, m.ReadOnly})
+	}
+	var out []madeDir
+	seen := map[madeDir]bool{}
+	for _, p := range cfg.Deny {
+		p = path.Clean("/" + p)
+		if underDenied(p, cfg.Deny) || within(p, cfg.ReadOnly) {
+			continue
+		}
+		// The layer the sandbox sees at p is the deepest mount holding
+		// it, the last one of equal depth (mounts stack in order).
+		var top *layer
+		for i := range layers {
+			l := &layers[i]
+			if within(p, []string{l.target}) && (top == nil || len(l.target) >= len(top.target)) {
+				top = l
+			}
+		}
+		if top == nil || top.readOnly || p == top.target {
+			continue
+		}
+		parts := strings.Split(strings.TrimPrefix(p, top.target+"/"), "/")
+		for i := range parts {
+			fi, err := os.Lstat(filepath.Join(top.source, filepath.Join(parts[:i+1]...)))
+			if err == nil && fi.IsDir() {
+				continue
+			}
+			if errors.Is(err, os.ErrNotExist) {
+				for j := len(parts); j > i; j-- {
+					d := madeDir{Base: top.source, Rel: filepath.Join(parts[:j]...)}
+					if !seen[d] {
+						seen[d] = true
+						out = append(out, d)
+					}
+				}
+			}
+			break // made from here down, or refused by the init
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return strings.Count(out[i].Rel, "/") > strings.Count(out[j].Rel, "/")
+	})
+	return out
+}
+
+// within reports whether the clean sandbox path p is one of dirs or lies
+// inside one.
+func within(p string, dirs []string) bool {
+	for _, d := range dirs {
+		d = path.Clean("/" + d)
+		if p == d || strings.HasPrefix(p, d+"/") || d == "/" {
+			return true
+		}
+	}
+	return false
 }
 
 // restore seeds dir from a snapshot.

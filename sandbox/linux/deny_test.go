@@ -306,3 +306,156 @@ func TestMakingAMountPointMakesTheMissingDirectories(t *testing.T) {
 		}
 	}
 }
+
+// assertAbsent fails if p is on the host.
+func assertAbsent(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); err == nil {
+		t.Errorf("%s is still on the host after the session", p)
+	}
+}
+
+// TestMountPointsMadeForMissingDeniedPathsGoAtClose: what a session made
+// on the host to cover missing denied paths, in the workspace and in a
+// read-write mount, is gone once it is closed; a directory that was there
+// before it stays.
+func TestMountPointsMadeForMissingDeniedPathsGoAtClose(t *testing.T) {
+	c := newTestClient(t)
+	ws, out := openWorkspace(t), openWorkspace(t)
+	if err := os.Mkdir(filepath.Join(ws, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := denySpec(ws, "/workspace/a/b/secrets", "/workspace/.env", "/workspace/keep/x", "/mnt/out/secrets")
+	spec.Mounts = []sandbox.Mount{{Source: out, Target: "/mnt/out"}}
+	s, err := c.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	for _, p := range []string{filepath.Join(ws, "a/b/secrets"), filepath.Join(ws, ".env"), filepath.Join(ws, "keep/x"), filepath.Join(out, "secrets")} {
+		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+			t.Errorf("no mount point at %s during the session: %v", p, err)
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for _, p := range []string{filepath.Join(ws, "a"), filepath.Join(ws, ".env"), filepath.Join(ws, "keep/x"), filepath.Join(out, "secrets")} {
+		assertAbsent(t, p)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "keep")); err != nil || !fi.IsDir() {
+		t.Errorf("the workspace's own directory keep is gone: %v", err)
+	}
+}
+
+// TestAMountPointTheHostFilledStaysAfterClose: only an empty mount point
+// is removed; what the host wrote in it meanwhile, and the directories
+// holding that, stay.
+func TestAMountPointTheHostFilledStaysAfterClose(t *testing.T) {
+	c := newTestClient(t)
+	ws := openWorkspace(t)
+	s, err := c.Create(context.Background(), denySpec(ws, "/workspace/a/secrets", "/workspace/a/other"))
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	k := filepath.Join(ws, "a", "secrets", "k")
+	if err := os.WriteFile(k, []byte("the host's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if b, err := os.ReadFile(k); string(b) != "the host's" {
+		t.Errorf("the host's file reads %q, %v after the session", b, err)
+	}
+	assertAbsent(t, filepath.Join(ws, "a", "other"))
+}
+
+// TestAMountPointAnotherSessionMasksStaysAtClose: two sessions share a
+// workspace and deny the same missing path; the first made its mount
+// point. Closing the first must not remove it: removed on the host, it
+// would be unmounted in the second session too, whose command could then
+// make the denied path and write in it.
+func TestAMountPointAnotherSessionMasksStaysAtClose(t *testing.T) {
+	c := newTestClient(t)
+	ws := openWorkspace(t)
+	spec := denySpec(ws, "/workspace/secrets")
+	first, err := c.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	second := newTestSession(t, c, spec)
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "secrets")); err != nil || !fi.IsDir() {
+		t.Errorf("the mount point the second session masks is gone: %v", err)
+	}
+	mustFail(t, second,
+		"mkdir -p /workspace/secrets && echo x > /workspace/secrets/k",
+		"ls /workspace/secrets",
+	)
+	assertEmptyOrAbsent(t, filepath.Join(ws, "secrets"))
+}
+
+// TestRemovingMountPointsNeverFollowsALink: a made directory's parent
+// swapped for a link by the time of removal leaves both the link and
+// what it leads to alone.
+func TestRemovingMountPointsNeverFollowsALink(t *testing.T) {
+	base, outside := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(outside, "secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(base, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(base, "b")); err != nil {
+		t.Fatal(err)
+	}
+	err := removeMadeDirs([]madeDir{{base, "a/secrets"}, {base, "a"}, {base, "b"}})
+	if err != nil {
+		t.Errorf("removeMadeDirs: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(outside, "secrets")); err != nil || !fi.IsDir() {
+		t.Errorf("the directory behind the link was removed: %v", err)
+	}
+	for _, l := range []string{"a", "b"} {
+		if fi, err := os.Lstat(filepath.Join(base, l)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("the link %s is gone: %v", l, err)
+		}
+	}
+}
+
+// TestRecordedMountPointsAreOnlyWhatIsMissing: recordMadeDirs lists,
+// deepest first, the directories the init will make and nothing that
+// exists, is read-only, or is another denied path's to hide.
+func TestRecordedMountPointsAreOnlyWhatIsMissing(t *testing.T) {
+	ws, out, ro := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, d := range []string{"have", "in"} {
+		if err := os.Mkdir(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(out, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &initConfig{
+		Workdir:  "/workspace",
+		Mounts:   []sandbox.Mount{{Source: out, Target: "/mnt/out"}, {Source: ro, Target: "/workspace/ro", ReadOnly: true}},
+		ReadOnly: []string{"/workspace/in"},
+		Deny: []string{
+			"/workspace/have", "/workspace/have/x/y", "/workspace/new", "/workspace/in/x",
+			"/workspace/ro/x", "/workspace/link/x", "/mnt/out/s", "/tmp/x", "/workspace/new/inner",
+		},
+	}
+	got := recordMadeDirs(ws, cfg)
+	want := []madeDir{{ws, "new"}, {out, "s"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("recorded %v, want %v", got, want)
+	}
+	cfg.Deny = []string{"/workspace/have/x/y"}
+	got = recordMadeDirs(ws, cfg)
+	want = []madeDir{{ws, "have/x/y"}, {ws, "have/x"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("recorded %v, want %v", got, want)
+	}
+}
