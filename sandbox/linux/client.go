@@ -1,5 +1,6 @@
 // Package linux is agentbox's native backend. A session is a long-lived
-// init in fresh mount, pid, network, ipc, uts and cgroup namespaces,
+// init in fresh mount, pid, network, ipc, uts and cgroup namespaces (and a
+// user namespace when the caller is not root),
 // started by re-executing the agentbox binary (see Main). Its root is a
 // tmpfs with read-only binds of the host's tool directories, the
 // workspace read-write at /workspace, a fresh /proc, a minimal /dev and a
@@ -18,6 +19,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -53,6 +56,9 @@ type Client struct {
 	enforces []Part
 	notes    []string
 	exe      string
+	// rootless: not root, so each session gets a user namespace (see
+	// startInit) and what needs host privileges is not claimed.
+	rootless bool
 	// newID makes session ids (replaced by tests to recognise theirs).
 	newID func() string
 }
@@ -63,16 +69,26 @@ type Part = sandbox.Part
 // New detects what this host can enforce and returns a client. It fails
 // with ErrUnavailable when the backend cannot run here at all.
 func New(opts Options) (*Client, error) {
+	rootless := os.Geteuid() != 0
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir
+		if rootless {
+			opts.StateDir = rootlessStateDir()
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Client{opts: opts, log: opts.Logger, newID: newID}
-	if os.Geteuid() != 0 {
-		return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable,
-			errors.New("the linux backend needs root (rootless mode through user namespaces is not implemented); use --backend local or docker"))
+	c := &Client{opts: opts, log: opts.Logger, newID: newID, rootless: rootless}
+	if rootless {
+		if err := userNamespacesAllowed(); err != nil {
+			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable,
+				fmt.Errorf("not root, and %w; run as root, or use --backend docker or local", err))
+		}
+		c.notes = append(c.notes, "rootless: the session has a user namespace of its own, where the sandbox user 1000 is you")
+		if err := privateDir(filepath.Dir(opts.StateDir)); err != nil {
+			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, err)
+		}
 	}
 	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup"} {
 		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
@@ -93,6 +109,14 @@ func New(opts Options) (*Client, error) {
 	if err != nil {
 		c.notes = append(c.notes, err.Error())
 		cg = &cgroups.Host{V1: map[string]string{}}
+	}
+	if rootless {
+		usable, dropped := cg.Usable()
+		if len(dropped) > 0 {
+			c.notes = append(c.notes, "rootless: cannot create groups in "+strings.Join(dropped, ", ")+
+				": memory, pids and cpu limits and timeouts of whole process trees need root or a delegated cgroup")
+		}
+		cg = usable
 	}
 	c.cg = cg
 	c.enforces = []Part{sandbox.PartFilesystem, sandbox.PartReadOnlyPaths, sandbox.PartDenyPaths,
@@ -122,7 +146,7 @@ func New(opts Options) (*Client, error) {
 		c.enforces = append(c.enforces, sandbox.PartTimeout)
 		c.notes = append(c.notes, "timeouts: each command in its own cgroup2 group, moved at start")
 	}
-	if diskAvailable() {
+	if !rootless && diskAvailable() {
 		c.enforces = append(c.enforces, sandbox.PartDisk)
 	}
 	return c, nil
@@ -175,4 +199,57 @@ func diskAvailable() bool {
 	}
 	_, err := os.Stat("/dev/loop-control")
 	return err == nil
+}
+
+// rootlessStateDir is the state directory of an unprivileged user's
+// sessions: under $XDG_RUNTIME_DIR when set (a per-user tmpfs), else in
+// the temporary directory, named after the uid.
+func rootlessStateDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "agentbox", "linux")
+	}
+	return filepath.Join(os.TempDir(), "agentbox-"+strconv.Itoa(os.Geteuid()), "linux")
+}
+
+// userNamespacesAllowed reports why an unprivileged user cannot create a
+// user namespace here, when a kernel switch says so.
+func userNamespacesAllowed() error {
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		return fmt.Errorf("the kernel has no user namespaces: %w", err)
+	}
+	for _, sw := range []struct{ file, why string }{
+		{"/proc/sys/user/max_user_namespaces", "user namespaces are disabled (user.max_user_namespaces = 0)"},
+		{"/proc/sys/kernel/unprivileged_userns_clone", "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0)"},
+	} {
+		b, err := os.ReadFile(sw.file)
+		if err == nil && strings.TrimSpace(string(b)) == "0" {
+			return errors.New(sw.why)
+		}
+	}
+	return nil
+}
+
+// privateDir makes dir (mode 0700) if it is missing and checks that it is
+// this user's own: a real directory, owned by the effective uid, that no
+// one else can enter. Threat: in a shared /tmp another user can make the
+// directory first (or a symlink by its name) and so reach the control
+// sockets inside.
+func privateDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create state directory %s: %w", dir, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("state directory %s is not a directory (a symlink?): refusing it", dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("state directory %s belongs to uid %d, not to you: refusing it", dir, st.Uid)
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("state directory %s is open to others (%s): refusing it", dir, fi.Mode().Perm())
+	}
+	return nil
 }

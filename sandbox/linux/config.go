@@ -38,6 +38,10 @@ type initConfig struct {
 	// fdJoinFirst on, that the spawning thread joins (see
 	// cgroups.Group.ThreadDirs).
 	JoinGroups int `json:"join_groups,omitempty"`
+	// Rootless says the init runs in a user namespace of its own, where
+	// only the sandbox user (UID, GID) maps to a host id: the invoking
+	// user's.
+	Rootless bool `json:"rootless,omitempty"`
 }
 
 // initReady is the init's answer on the setup socket once it serves (or

@@ -56,8 +56,22 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 // existing spec.Workspace, for a session rebuilt on its own workspace.
 func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt bool) (_ *session, err error) {
 	const op = "linux: create"
-	if _, err := sandbox.Check(c.Name(), c.Enforces(), spec.Policy, spec.AllowWeaker, c.log); err != nil {
+	weakened, err := sandbox.Check(c.Name(), c.Enforces(), spec.Policy, spec.AllowWeaker, c.log)
+	if err != nil {
 		return nil, err
+	}
+	// What the caller let go (AllowWeaker) is not attempted.
+	for _, p := range weakened {
+		switch p {
+		case sandbox.PartMemory:
+			spec.Policy.Resources.MemoryBytes = 0
+		case sandbox.PartPids:
+			spec.Policy.Resources.Pids = 0
+		case sandbox.PartCPU:
+			spec.Policy.Resources.CPUs = 0
+		case sandbox.PartDisk:
+			spec.Policy.Resources.DiskBytes = 0
+		}
 	}
 	uid, gid, err := parseUser(spec.User)
 	if err != nil {
@@ -104,7 +118,9 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 			st.Handles["disk_image"] = img
 			u.push(func() { unmountDisk(ws) })
 		}
-		if err := os.Chown(ws, uid, gid); err != nil {
+		if c.rootless {
+			// Already the sandbox user's: rootless, that user is us.
+		} else if err := os.Chown(ws, uid, gid); err != nil {
 			return nil, sandbox.Wrap(op, nil, fmt.Errorf("give the workspace to %d:%d: %w", uid, gid, err))
 		}
 		if spec.Snapshot != "" {
@@ -135,7 +151,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	}
 	u.push(func() { _ = g.Remove() })
 
-	cfg := &initConfig{
+	cfg := &initConfig{Rootless: c.rootless,
 		ID: id, Root: filepath.Join(dir, "root"), Workspace: ws, Workdir: workdirOf(spec),
 		Mounts: spec.Mounts, ReadOnly: spec.Policy.Filesystem.ReadOnly, Deny: spec.Policy.Filesystem.Deny,
 		UID: uid, GID: gid, Network: spec.Policy.Network.EffectiveMode(),
@@ -433,6 +449,22 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	if cfg.Network != sandbox.NetworkHost {
 		flags |= unix.CLONE_NEWNET
 	}
+	var uidMaps, gidMaps []syscall.SysProcIDMap
+	var ambient []uintptr
+	if cfg.Rootless {
+		// A user namespace of the session's own in which the sandbox
+		// user is the only id and maps to ours (an unprivileged map can
+		// name no other). The init runs as that user, not as root, and
+		// keeps the capabilities it needs to build the sandbox (over its
+		// own namespaces only) as ambient ones across its execve; the
+		// spawning thread drops them all, as it does as root.
+		flags |= unix.CLONE_NEWUSER
+		uidMaps = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: os.Geteuid(), Size: 1}}
+		gidMaps = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: os.Getegid(), Size: 1}}
+		for c := uintptr(0); c <= unix.CAP_LAST_CAP; c++ {
+			ambient = append(ambient, c)
+		}
+	}
 	cmd := &exec.Cmd{
 		Path:       c.exe,
 		Args:       []string{initMarker},
@@ -442,8 +474,11 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		Stderr:     logf,
 		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: flags,
-			Setsid:     true,
+			Cloneflags:  flags,
+			Setsid:      true,
+			UidMappings: uidMaps,
+			GidMappings: gidMaps,
+			AmbientCaps: ambient,
 		},
 	}
 	// The init joins the cgroup2 group whole, born in it (clone3 with

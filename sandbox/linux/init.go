@@ -347,7 +347,10 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 			Ctty:    0,
 		},
 	}
-	attr.Sys.Credential = &syscall.Credential{Uid: uint32(st.cfg.UID), Gid: uint32(st.cfg.GID), Groups: []uint32{}}
+	// Rootless, setgroups is denied in the user namespace (an unprivileged
+	// gid map requires it) and the init has no supplementary groups to
+	// drop anyway.
+	attr.Sys.Credential = &syscall.Credential{Uid: uint32(st.cfg.UID), Gid: uint32(st.cfg.GID), Groups: []uint32{}, NoSetGroups: st.cfg.Rootless}
 	pidfd := -1 // CLONE_PIDFD: always close-on-exec
 	attr.Sys.PidFD = &pidfd
 	exited := make(chan syscall.WaitStatus, 1)

@@ -663,6 +663,9 @@ func buildDev(cfg *initConfig) error {
 		return fmt.Errorf("create /dev/pts: %w", err)
 	}
 	ptsOpts := "newinstance,ptmxmode=0666,mode=0620,gid=5"
+	if cfg.Rootless {
+		ptsOpts = "newinstance,ptmxmode=0666,mode=0620" // gid 5 maps to no host group
+	}
 	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, ptsOpts); err != nil {
 		return fmt.Errorf("mount /dev/pts: %w", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Host describes the cgroup hierarchies found on this machine.
@@ -126,3 +128,36 @@ func (h *Host) SwapLimit() bool {
 // Base is the directory, under each hierarchy's root, holding agentbox's
 // session groups.
 const Base = "agentbox"
+
+// Usable returns the part of h this process can create groups in: a
+// hierarchy stays when its agentbox subtree, or the hierarchy root where
+// that subtree would be made, is writable. Root can use them all; an
+// unprivileged user, only a delegated subtree. The dropped hierarchies are
+// named in the second result.
+func (h *Host) Usable() (*Host, []string) {
+	writable := func(root string) bool {
+		if unix.Access(filepath.Join(root, Base), unix.W_OK) == nil {
+			return true
+		}
+		_, err := os.Stat(filepath.Join(root, Base))
+		return os.IsNotExist(err) && unix.Access(root, unix.W_OK) == nil
+	}
+	out := &Host{V1: map[string]string{}}
+	var dropped []string
+	if h.V2 != "" {
+		if writable(h.V2) {
+			out.V2, out.V2Controllers = h.V2, h.V2Controllers
+		} else {
+			dropped = append(dropped, "cgroup2 at "+h.V2)
+		}
+	}
+	for c, p := range h.V1 {
+		if writable(p) {
+			out.V1[c] = p
+		} else {
+			dropped = append(dropped, c+" (v1) at "+p)
+		}
+	}
+	slices.Sort(dropped)
+	return out, dropped
+}
