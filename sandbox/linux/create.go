@@ -392,7 +392,7 @@ func parseUser(s string) (int, int, error) {
 // one was started) so that the caller can kill it.
 func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, trackDir string) (*initChild, string, error) {
 	sockPath := filepath.Join(dir, "control.sock")
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: sockPath, Net: "unixpacket"})
+	ln, err := listenControl(sockPath)
 	if err != nil {
 		return nil, "", fmt.Errorf("listen on %s: %w", sockPath, err)
 	}

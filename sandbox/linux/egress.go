@@ -101,7 +101,7 @@ func (b *egressBridge) denialsSince(n int) []string {
 // namespace, needs no privilege: entering the namespace (setns) would need
 // root, which a rootless client does not have.
 func listenInSandbox(sock string, port int) (net.Listener, error) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	c, err := dialControl(sock)
 	if err != nil {
 		return nil, fmt.Errorf("reach the sandbox's init: %w", err)
 	}

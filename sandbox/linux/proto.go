@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -171,4 +172,40 @@ func closeAll(files []*os.File) {
 	for _, f := range files {
 		_ = f.Close()
 	}
+}
+
+// maxSunPath is the longest socket path bind and connect take (sun_path
+// is 108 bytes with its terminating NUL).
+const maxSunPath = 107
+
+// viaDir runs f with a name for the socket path sock that fits sun_path:
+// sock itself when it is short enough, else the path through a descriptor
+// of its directory (/proc/self/fd/N/control.sock). A long TMPDIR or
+// XDG_RUNTIME_DIR would otherwise make every session fail with "bind:
+// invalid argument".
+func viaDir[T any](sock string, f func(name string) (T, error)) (T, error) {
+	if len(sock) <= maxSunPath {
+		return f(sock)
+	}
+	fd, err := unix.Open(filepath.Dir(sock), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("open the directory of %s: %w", sock, err)
+	}
+	defer unix.Close(fd)
+	return f(fmt.Sprintf("/proc/self/fd/%d/%s", fd, filepath.Base(sock)))
+}
+
+// dialControl connects to a session's control socket.
+func dialControl(sock string) (*net.UnixConn, error) {
+	return viaDir(sock, func(name string) (*net.UnixConn, error) {
+		return net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: name, Net: "unixpacket"})
+	})
+}
+
+// listenControl binds and listens on a session's control socket.
+func listenControl(sock string) (*net.UnixListener, error) {
+	return viaDir(sock, func(name string) (*net.UnixListener, error) {
+		return net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -83,7 +82,7 @@ func probe(sock string) (*initInfo, error) {
 	if sock == "" {
 		return nil, fmt.Errorf("no control socket")
 	}
-	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	conn, err := dialControl(sock)
 	if err != nil {
 		return nil, err
 	}

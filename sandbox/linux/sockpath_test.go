@@ -1,0 +1,45 @@
+package linux
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// A state directory deep enough that the control socket's path does not
+// fit sun_path (108 bytes) still works: bind and connect go through a
+// descriptor of the directory. A long TMPDIR or XDG_RUNTIME_DIR makes
+// such paths (rootless sessions keep their state there).
+func TestAStateDirectoryWithALongPathStillWorks(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the linux backend needs root")
+	}
+	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-directory-name-", 6))
+	c, err := New(Options{StateDir: dir})
+	if err != nil {
+		t.Skipf("linux backend unavailable: %v", err)
+	}
+	s := newTestSession(t, c, sandbox.Spec{})
+	if sock := s.State().Handles["socket"]; len(sock) <= maxSunPath {
+		t.Fatalf("socket path %q is only %d bytes: the test needs a longer one", sock, len(sock))
+	}
+	if res := run(t, s, "echo", "ok"); res.ExitCode != 0 || string(res.Stdout) != "ok\n" {
+		t.Fatalf("exec: exit %d, stdout %q", res.ExitCode, res.Stdout)
+	}
+	// A second client, as another process would, resumes through it.
+	c2, err := New(Options{StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c2.Resume(context.Background(), s.State())
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if s2.ID() != s.ID() {
+		t.Errorf("resume rebuilt the session (%s) instead of reattaching to %s", s2.ID(), s.ID())
+	}
+}
