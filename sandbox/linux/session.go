@@ -110,7 +110,7 @@ func (s *session) pastDeadline() bool {
 
 // dial opens a control connection to the init.
 func (s *session) dial(op string) (*net.UnixConn, error) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: s.socket(), Net: "unixpacket"})
+	c, err := dialControl(s.socket())
 	if err != nil {
 		if lerr := s.live(op); lerr != nil {
 			return nil, lerr
@@ -239,7 +239,13 @@ func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	if err != nil {
 		return err
 	}
-	return r.WriteFile(rel, data, mode, s.uid, s.gid)
+	uid, gid := s.uid, s.gid
+	if s.c.rootless {
+		// The session user is this process's user: what it creates is
+		// the session user's already, and a chown could only fail.
+		uid, gid = -1, -1
+	}
+	return r.WriteFile(rel, data, mode, uid, gid)
 }
 
 // ListDir lists a directory as the sandbox sees it.
@@ -473,7 +479,7 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // shutdownInit asks a live init to kill its commands and exit.
 func shutdownInit(sock string) {
-	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: sock, Net: "unixpacket"})
+	c, err := dialControl(sock)
 	if err != nil {
 		return
 	}

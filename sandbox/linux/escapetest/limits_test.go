@@ -135,6 +135,9 @@ func TestFillingTheDiskPastTheQuotaFails(t *testing.T) {
 }
 
 func TestExceedingTheTimeoutKillsTheWholeTree(t *testing.T) {
+	if c := newClient(t); !enforces(c, sandbox.PartTimeout) {
+		skipOrFail(t, "this host cannot enforce %s (each command's tree needs a group of its own)", sandbox.PartTimeout)
+	}
 	s := newSession(t, sandbox.Spec{})
 	cases := []struct{ name, script string }{
 		{"a background child", "sleep 100 & echo $! > /workspace/p.pid; sleep 100"},

@@ -62,6 +62,7 @@ func TestASetuidBinaryGainsNothing(t *testing.T) {
 		return p
 	}
 	t.Run("a setuid-root copy of the helper planted in the workspace", func(t *testing.T) {
+		skipRootless(t, "an unprivileged user cannot plant a setuid-root file")
 		p := copyHelper(t, "suid-attack")
 		if err := os.Chmod(p, os.ModeSetuid|0o755); err != nil {
 			t.Fatal(err)
@@ -79,6 +80,7 @@ func TestASetuidBinaryGainsNothing(t *testing.T) {
 		}
 	})
 	t.Run("a copy of the helper with file capabilities (cap_net_raw+ep)", func(t *testing.T) {
+		skipRootless(t, "an unprivileged user cannot plant a file with capabilities")
 		p := copyHelper(t, "fcap-attack")
 		// struct vfs_cap_data, revision 2, effective, permitted = CAP_NET_RAW.
 		xattr := make([]byte, 20)

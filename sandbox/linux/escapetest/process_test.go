@@ -47,7 +47,9 @@ func TestSeeingOrSignallingHostPidsFails(t *testing.T) {
 	// A host process of the sandbox's own uid: signalling "every process
 	// I may signal" must not reach it.
 	victim := exec.Command("sleep", "60")
-	victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	if !rootless() { // rootless, the sandbox's uid is this process's own
+		victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	}
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)
 	}
