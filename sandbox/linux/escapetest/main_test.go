@@ -63,7 +63,7 @@ func runTests(m *testing.M) int {
 	case rootless():
 		// Run by TestEveryAttackAlsoFailsRootless, which built the
 		// helper and made it readable.
-		hostHelperDir = os.Getenv(rootlessHelperEnv)
+		hostHelperDir = rootlessHelperDir()
 		hostHelper = filepath.Join(hostHelperDir, "attack")
 	case os.Geteuid() == 0:
 		buildErr = buildHelper(hostHelper)
