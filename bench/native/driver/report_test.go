@@ -55,7 +55,7 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 		return s
 	}
 	cold := &coldResult{}
-	for _, s := range []series{dur(30), dur(20), dur(10), dur(1), dur(5), dur(2)} {
+	for _, s := range []series{dur(30), dur(20), dur(10), dur(1), dur(5), dur(2), dur(60)} {
 		cold.cmds = append(cold.cmds, &s)
 	}
 	r := &results{
