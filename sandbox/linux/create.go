@@ -273,6 +273,12 @@ const madeDirsHandle = "deny_mount_points"
 type madeDir struct {
 	Base string `json:"base"`
 	Rel  string `json:"rel"`
+	// Dev and Ino identify Base as it was at create time. Threat: a
+	// read-write mount's source may lie inside the workspace, where the
+	// command can rename it and put a link (to a host directory) or
+	// another directory in its place; release must not follow.
+	Dev uint64 `json:"dev,omitempty"`
+	Ino uint64 `json:"ino,omitempty"`
 }
 
 // recordMadeDirs lists, before the init starts, the host directories it
@@ -321,6 +327,10 @@ func recordMadeDirs(ws string, cfg *initConfig) []madeDir {
 			if errors.Is(err, os.ErrNotExist) {
 				for j := len(parts); j > i; j-- {
 					d := madeDir{Base: top.source, Rel: filepath.Join(parts[:j]...)}
+					var st unix.Stat_t
+					if unix.Stat(top.source, &st) == nil {
+						d.Dev, d.Ino = st.Dev, st.Ino
+					}
 					if !seen[d] {
 						seen[d] = true
 						out = append(out, d)

@@ -411,7 +411,7 @@ func TestRemovingMountPointsNeverFollowsALink(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(base, "b")); err != nil {
 		t.Fatal(err)
 	}
-	err := removeMadeDirs([]madeDir{{base, "a/secrets"}, {base, "a"}, {base, "b"}})
+	err := removeMadeDirs([]madeDir{{Base: base, Rel: "a/secrets"}, {Base: base, Rel: "a"}, {Base: base, Rel: "b"}})
 	if err != nil {
 		t.Errorf("removeMadeDirs: %v", err)
 	}
@@ -422,6 +422,53 @@ func TestRemovingMountPointsNeverFollowsALink(t *testing.T) {
 		if fi, err := os.Lstat(filepath.Join(base, l)); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 			t.Errorf("the link %s is gone: %v", l, err)
 		}
+	}
+}
+
+// TestRemovingMountPointsNeverFollowsASwappedBase: the base itself (a
+// read-write mount's source, which may sit in the workspace) renamed away
+// and replaced by a link to a host directory, or by another directory,
+// by the time of removal: nothing is removed, there or behind the link.
+func TestRemovingMountPointsNeverFollowsASwappedBase(t *testing.T) {
+	for _, swap := range []string{"a link", "another directory"} {
+		t.Run(swap, func(t *testing.T) {
+			ws, host := t.TempDir(), t.TempDir()
+			base := filepath.Join(ws, "sub")
+			if err := os.Mkdir(base, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(base, &st); err != nil {
+				t.Fatal(err)
+			}
+			d := madeDir{Base: base, Rel: "victim", Dev: st.Dev, Ino: st.Ino}
+			if err := os.Mkdir(filepath.Join(host, "victim"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(base, base+".real"); err != nil {
+				t.Fatal(err)
+			}
+			if swap == "a link" {
+				if err := os.Symlink(host, base); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.Mkdir(base, 0o755); err != nil {
+				t.Fatal(err)
+			} else if err := os.Mkdir(filepath.Join(base, "victim"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := removeMadeDirs([]madeDir{d}); err != nil {
+				t.Errorf("removeMadeDirs: %v", err)
+			}
+			for _, p := range []string{filepath.Join(host, "victim"), filepath.Join(ws, "sub", "victim")} {
+				if swap == "a link" && p == filepath.Join(ws, "sub", "victim") {
+					continue // the same directory as the host one
+				}
+				if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+					t.Errorf("%s was removed through the swapped base: %v", p, err)
+				}
+			}
+		})
 	}
 }
 
@@ -447,15 +494,27 @@ func TestRecordedMountPointsAreOnlyWhatIsMissing(t *testing.T) {
 			"/workspace/ro/x", "/workspace/link/x", "/mnt/out/s", "/tmp/x", "/workspace/new/inner",
 		},
 	}
-	got := recordMadeDirs(ws, cfg)
-	want := []madeDir{{ws, "new"}, {out, "s"}}
+	got := madeNames(recordMadeDirs(ws, cfg))
+	want := []madeDir{{Base: ws, Rel: "new"}, {Base: out, Rel: "s"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("recorded %v, want %v", got, want)
 	}
 	cfg.Deny = []string{"/workspace/have/x/y"}
-	got = recordMadeDirs(ws, cfg)
-	want = []madeDir{{ws, "have/x/y"}, {ws, "have/x"}}
+	got = madeNames(recordMadeDirs(ws, cfg))
+	want = []madeDir{{Base: ws, Rel: "have/x/y"}, {Base: ws, Rel: "have/x"}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("recorded %v, want %v", got, want)
 	}
+}
+
+// madeNames drops what identifies each base (Dev, Ino), for comparisons.
+func madeNames(ds []madeDir) []madeDir {
+	out := make([]madeDir, len(ds))
+	for i, d := range ds {
+		if d.Ino == 0 {
+			panic("a recorded base has no inode")
+		}
+		out[i] = madeDir{Base: d.Base, Rel: d.Rel}
+	}
+	return out
 }

@@ -373,7 +373,7 @@ func (c *Client) release(st sandbox.State) error {
 func removeMadeDirs(made []madeDir) error {
 	var errs []error
 	for _, d := range made {
-		dir, name, err := openParent(d.Base, d.Rel)
+		dir, name, err := openParent(d, d.Rel)
 		if err != nil {
 			continue // gone, or no longer reached without a link
 		}
@@ -392,7 +392,8 @@ func removeMadeDirs(made []madeDir) error {
 
 // openParent opens the directory holding rel under base, walking rel
 // without following links, and returns it with rel's last name.
-func openParent(base, rel string) (int, string, error) {
+func openParent(d madeDir, rel string) (int, string, error) {
+	base := d.Base
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
 	parts := strings.Split(filepath.Clean(rel), "/")
 	for _, p := range parts {
@@ -400,9 +401,16 @@ func openParent(base, rel string) (int, string, error) {
 			return -1, "", unix.EINVAL
 		}
 	}
-	fd, err := unix.Open(base, flags, 0)
+	// The base itself is opened without following a final link and must
+	// still be the directory recorded at create time.
+	fd, err := unix.Open(base, flags|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return -1, "", err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || (d.Ino != 0 && (st.Dev != d.Dev || st.Ino != d.Ino)) {
+		unix.Close(fd)
+		return -1, "", unix.ESTALE
 	}
 	for _, p := range parts[:len(parts)-1] {
 		next, err := unix.Openat(fd, p, flags|unix.O_NOFOLLOW, 0)
