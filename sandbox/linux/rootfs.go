@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -116,6 +117,9 @@ func buildRoot(cfg *initConfig) error {
 			return fmt.Errorf("deny path %s: %w", p, err)
 		}
 	}
+	if err := pinParents(root, cfg); err != nil {
+		return err
+	}
 	for _, name := range []string{stageDir, stageFile} {
 		if err := os.Remove(filepath.Join(root, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove staging point /%s: %w", name, err)
@@ -192,6 +196,51 @@ func bindInto(root, src, p string, readOnly bool) error {
 	}
 	if err := bindOnto(root, src, fi.IsDir(), dst, flags); err != nil {
 		return fmt.Errorf("bind %s on %s: %w", src, p, err)
+	}
+	return nil
+}
+
+// pinParents makes every directory between a read-only or denied path
+// and the top of the sandbox layout a mount point of its own (a
+// recursive bind onto itself, by descriptor). Threat: the mount that
+// protects a path sits on that path only; the command cannot rename the
+// mount point (EBUSY) but could rename a parent in the writable workspace
+// (mv /workspace/src /workspace/old), taking the protected mount with it,
+// and make the path anew: writable, or no longer hidden. A mount point
+// cannot be renamed, so neither can any of the parents now. The bind is
+// recursive so that it carries the mounts already made below it.
+func pinParents(root string, cfg *initConfig) error {
+	seen := map[string]bool{}
+	var dirs []string
+	for _, list := range [][]string{cfg.ReadOnly, cfg.Deny} {
+		for _, p := range list {
+			if underDenied(p, cfg.Deny) {
+				continue
+			}
+			parts := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/")
+			// parts[:1] is a top-level directory of the layout (the
+			// workspace, /tmp, /mnt): a mount point already, or in the
+			// root tmpfs, which becomes read-only.
+			for i := 2; i < len(parts); i++ {
+				d := "/" + strings.Join(parts[:i], "/")
+				if !seen[d] && !underDenied(d, cfg.Deny) && !slices.Contains(cfg.Deny, d) {
+					seen[d] = true
+					dirs = append(dirs, d)
+				}
+			}
+		}
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	for _, d := range dirs {
+		fd, err := openInRoot(root, d, existing)
+		if err != nil {
+			return fmt.Errorf("pin %s: %w", d, err)
+		}
+		err = unix.Mount(fdPath(fd), fdPath(fd), "", unix.MS_BIND|unix.MS_REC, "")
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("pin %s (bind onto itself): %w", d, err)
+		}
 	}
 	return nil
 }
