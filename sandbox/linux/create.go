@@ -249,6 +249,18 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 			return sandbox.Errorf(sandbox.ErrInvalid, "linux: cannot deny %s: it is the root of the sandbox layout", p)
 		}
 	}
+	// Threat: the control sockets live in the state directory; one bound
+	// into a sandbox (even read-only: connecting needs no write to the
+	// file system) would let its commands drive other sessions.
+	sources := []string{spec.Workspace}
+	for _, m := range spec.Mounts {
+		sources = append(sources, m.Source)
+	}
+	for _, src := range sources {
+		if src != "" && containsPath(src, c.opts.StateDir) {
+			return sandbox.Errorf(sandbox.ErrInvalid, "linux: %s holds the sessions' state directory %s (their control sockets); it cannot be bound into a sandbox", src, c.opts.StateDir)
+		}
+	}
 	for _, m := range spec.Mounts {
 		if err := sandbox.ValidateMountTarget(wd, m.Target); err != nil {
 			return err
@@ -471,7 +483,11 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		flags |= unix.CLONE_NEWUSER
 		uidMaps = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: os.Geteuid(), Size: 1}}
 		gidMaps = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: os.Getegid(), Size: 1}}
-		for c := uintptr(0); c <= unix.CAP_LAST_CAP; c++ {
+		last, err := lastCap() // this kernel's, not the headers': an unknown one cannot be raised
+		if err != nil {
+			return nil, "", fmt.Errorf("rootless: %w", err)
+		}
+		for c := uintptr(0); c <= uintptr(last); c++ {
 			ambient = append(ambient, c)
 		}
 	}
@@ -633,4 +649,18 @@ func initAlive(pid int) bool {
 		return false
 	}
 	return true
+}
+
+// containsPath reports whether p is dir or lies below it, after symlinks
+// in either are resolved (as far as they exist).
+func containsPath(dir, p string) bool {
+	resolve := func(x string) string {
+		x = filepath.Clean(x)
+		if r, err := filepath.EvalSymlinks(x); err == nil {
+			return r
+		}
+		return x
+	}
+	dir, p = resolve(dir), resolve(p)
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }

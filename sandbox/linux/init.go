@@ -73,7 +73,12 @@ func runInit() error {
 		drop := make(chan os.Signal, 16)
 		signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
 			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE,
-			syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF)
+			syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF,
+			// Sent with kill (not raised by a fault), these would make the
+			// runtime dump and exit; rootless, a process of the same uid
+			// could send them.
+			syscall.SIGABRT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGSYS,
+			syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGXCPU, syscall.SIGXFSZ)
 		close(caught)
 		for range drop {
 		}

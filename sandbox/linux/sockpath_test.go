@@ -43,3 +43,30 @@ func TestAStateDirectoryWithALongPathStillWorks(t *testing.T) {
 		t.Errorf("resume rebuilt the session (%s) instead of reattaching to %s", s2.ID(), s.ID())
 	}
 }
+
+// A workspace or mount that holds the state directory would put the
+// control sockets of every session within the sandbox's reach.
+func TestAMountHoldingTheStateDirectoryIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the linux backend needs root")
+	}
+	top := t.TempDir()
+	c, err := New(Options{StateDir: filepath.Join(top, "state")})
+	if err != nil {
+		t.Skipf("linux backend unavailable: %v", err)
+	}
+	for _, spec := range []sandbox.Spec{
+		{Workspace: top},
+		{Mounts: []sandbox.Mount{{Source: top, Target: "/mnt/top", ReadOnly: true}}},
+	} {
+		s, err := c.Create(context.Background(), spec)
+		if err == nil {
+			s.Close(context.Background())
+			t.Errorf("Create(%+v) succeeded", spec)
+			continue
+		}
+		if !strings.Contains(err.Error(), "state directory") {
+			t.Errorf("err = %v, want a refusal naming the state directory", err)
+		}
+	}
+}
