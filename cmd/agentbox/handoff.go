@@ -21,6 +21,10 @@ package main
 // one.
 const fullName = "agentbox-full"
 
+// handedOffEnv is set by the lean build in the environment of the
+// agentbox-full it hands off to; the full build removes it first thing.
+const handedOffEnv = "AGENTBOX_HANDED_OFF"
+
 // fullOnlyBackends are the exec backends the lean build does not link.
 var fullOnlyBackends = []string{"docker"}
 

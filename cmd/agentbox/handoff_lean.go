@@ -91,7 +91,12 @@ func execFull(what string) error {
 	if err != nil {
 		return &exitError{code: exitCode, err: fmt.Errorf("%s: %w", what, err)}
 	}
+	if os.Getenv(handedOffEnv) != "" {
+		// Threat: an agentbox-full that is a lean build itself (a copy
+		// or a link) would hand off to itself forever.
+		return &exitError{code: exitCode, err: fmt.Errorf("%s: %s is a lean agentbox too (it handed off again); build the full program with scripts/build.sh", what, p)}
+	}
 	argv := append([]string{p}, os.Args[1:]...)
-	err = syscall.Exec(p, argv, os.Environ())
+	err = syscall.Exec(p, argv, append(os.Environ(), handedOffEnv+"=1"))
 	return &exitError{code: exitCode, err: fmt.Errorf("%s: run %s: %w", what, p, err)}
 }

@@ -109,6 +109,18 @@ func TestLeanBuildHandsOffToTheFullProgramBesideIt(t *testing.T) {
 			t.Errorf("lean %q without agentbox-full: exit %d, stderr %q; want 125 and one line naming agentbox-full", args, code, stderr)
 		}
 	}
+	// An agentbox-full that is a lean build itself is refused, not run
+	// in a loop.
+	if err := os.Symlink(lean, full); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = run(t, lean, "run", "--help")
+	if code != exitCode || !strings.Contains(stderr, "is a lean agentbox too") {
+		t.Errorf("lean agentbox-full: exit %d, stderr %q; want 125 and a refusal", code, stderr)
+	}
+	if err := os.Remove(full); err != nil {
+		t.Fatal(err)
+	}
 	// A backend neither build has is refused as unknown, not handed off.
 	_, stderr, code = run(t, lean, "exec", "--backend", "vmware", "--", "true")
 	if code != exitCode || !strings.Contains(stderr, "unknown backend") {

@@ -41,6 +41,9 @@ func main() {
 	for _, h := range reexecHooks {
 		h()
 	}
+	if handOff == nil {
+		os.Unsetenv(handedOffEnv) // the full build: nothing is handed on
+	}
 	root := newRootCmd()
 	if err := root.Execute(); err != nil {
 		fail(err)
