@@ -1,6 +1,10 @@
 package linux
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -30,14 +34,6 @@ type initConfig struct {
 	// SessionTimeout (nanoseconds, 0 for none) ends the session that
 	// long after it is ready.
 	SessionTimeout int64 `json:"session_timeout,omitempty"`
-	// Tracking is "v1" or "v2" when fd 5 is the session's tracking group
-	// directory, in which the init makes one group per command (see
-	// cgroups.Group.Tracking); "" when there is none.
-	Tracking string `json:"tracking,omitempty"`
-	// JoinGroups is how many v1 group directories follow, from fd
-	// fdJoinFirst on, that the spawning thread joins (see
-	// cgroups.Group.ThreadDirs).
-	JoinGroups int `json:"join_groups,omitempty"`
 	// Rootless says the init runs in a user namespace of its own, where
 	// only the sandbox user (UID, GID) maps to a host id: the invoking
 	// user's.
@@ -60,3 +56,44 @@ const (
 	// fdJoinFirst is the first of the v1 group directories to join.
 	fdJoinFirst = 6
 )
+
+// initArgs is what the init must know before it reads its config, passed
+// as its arguments (after initMarker): which cgroup directories its
+// spawning thread joins. The spawning thread joins them first thing, while
+// the rest of the set-up goes on (see runInit).
+type initArgs struct {
+	// Tracking is "v1" or "v2" when fd 5 is the session's tracking group
+	// directory, in which the init makes one group per command (see
+	// cgroups.Group.Tracking); "" when there is none.
+	Tracking string
+	// Join is how many v1 group directories follow, from fd fdJoinFirst
+	// on, that the spawning thread joins (see cgroups.Group.ThreadDirs).
+	Join int
+}
+
+func (a initArgs) argv() []string {
+	return []string{"track=" + a.Tracking, "join=" + strconv.Itoa(a.Join)}
+}
+
+func parseInitArgs(argv []string) (initArgs, error) {
+	var a initArgs
+	for _, arg := range argv {
+		k, v, _ := strings.Cut(arg, "=")
+		switch k {
+		case "track":
+			if v != "" && v != "v1" && v != "v2" {
+				return a, fmt.Errorf("init argument %q: tracking is v1, v2 or empty", arg)
+			}
+			a.Tracking = v
+		case "join":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 8 {
+				return a, fmt.Errorf("init argument %q: join is a count of 0 to 8 groups", arg)
+			}
+			a.Join = n
+		default:
+			return a, fmt.Errorf("unknown init argument %q", arg)
+		}
+	}
+	return a, nil
+}

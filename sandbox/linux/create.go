@@ -170,14 +170,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		st.Handles[madeDirsHandle] = string(b)
 		u.push(func() { _ = removeMadeDirs(made) }) // after the init is killed
 	}
-	trackDir, thread := g.Tracking()
-	if trackDir != "" {
-		cfg.Tracking = "v2"
-		if thread {
-			cfg.Tracking = "v1"
-		}
-	}
-	child, report, err := c.startInit(ctx, dir, cfg, g, trackDir)
+	child, report, err := c.startInit(ctx, dir, cfg, g)
 	pid := 0
 	if child != nil {
 		pid = child.proc.Pid
@@ -412,7 +405,15 @@ func parseUser(s string) (int, int, error) {
 // namespaces, moves it into the session's cgroups, sends it its config
 // and waits until it serves. It returns the init even on failure (when
 // one was started) so that the caller can kill it.
-func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, trackDir string) (*initChild, string, error) {
+func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group) (*initChild, string, error) {
+	var args initArgs
+	trackDir, thread := g.Tracking()
+	if trackDir != "" {
+		args.Tracking = "v2"
+		if thread {
+			args.Tracking = "v1"
+		}
+	}
 	sockPath := filepath.Join(dir, "control.sock")
 	ln, err := listenControl(sockPath)
 	if err != nil {
@@ -459,7 +460,7 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		}
 		defer f.Close()
 		extra = append(extra, f)
-		cfg.JoinGroups++
+		args.Join++
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -493,7 +494,7 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 	}
 	cmd := &exec.Cmd{
 		Path:       c.exe,
-		Args:       []string{initMarker},
+		Args:       append([]string{initMarker}, args.argv()...),
 		Env:        []string{"GOMAXPROCS=2", "GOGC=50"},
 		Dir:        "/",
 		Stdout:     logf,

@@ -86,6 +86,16 @@ func runInit() error {
 	for fd := fdSetup; fd < fdJoinFirst+8; fd++ {
 		unix.CloseOnExec(fd) // inherited descriptors must not reach commands
 	}
+	args, err := parseInitArgs(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	// The spawning thread joins the session's cgroups at once, while the
+	// root is built: on cgroup v1 the first move of a thread into a group
+	// waits out an RCU grace period (the kernel's cgroup_threadgroup_rwsem
+	// turns writer-side), about 15 ms on a HZ=250 kernel, the longest
+	// single step of a cold start. It is confined once the root is built.
+	sp := startSpawner(args)
 	setupConn, err := fileUnixConn(fdSetup, "setup")
 	if err != nil {
 		return err
@@ -94,11 +104,11 @@ func runInit() error {
 	if _, err := recv(setupConn, &cfg, maxPacket); err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	if err := closeInherited(fdJoinFirst + cfg.JoinGroups); err != nil {
+	if err := closeInherited(fdJoinFirst + args.Join); err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
 		return err
 	}
-	st, err := prepareInit(&cfg)
+	st, err := prepareInit(&cfg, sp)
 	if err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
 		return err
@@ -154,9 +164,9 @@ func closeInherited(keep int) error {
 	return nil
 }
 
-// prepareInit builds the sandbox around the init and starts the confined
+// prepareInit builds the sandbox around the init and confines the
 // spawning thread.
-func prepareInit(cfg *initConfig) (*initState, error) {
+func prepareInit(cfg *initConfig, sp *spawner) (*initState, error) {
 	if err := buildRoot(cfg); err != nil {
 		return nil, err
 	}
@@ -171,17 +181,10 @@ func prepareInit(cfg *initConfig) (*initState, error) {
 	if err := setRlimits(cfg); err != nil {
 		return nil, err
 	}
-	track := -1
-	thread := false
-	if cfg.Tracking != "" {
-		track = fdTracking
-		thread = cfg.Tracking == "v1"
-	}
-	sp, report, err := startSpawner(cfg, track, thread)
+	report, err := sp.confine(cfg)
 	if err != nil {
 		return nil, err
 	}
-	sp.prepare(1) // the first command's group, ahead like every next one's
 	st := &initState{cfg: cfg, sp: sp, report: report, waiters: map[int]chan syscall.WaitStatus{}}
 	// Subscribe before the first command can exist: a SIGCHLD delivered
 	// before signal.Notify would be lost, and its command never reaped.
@@ -359,6 +362,7 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 	pidfd := -1 // CLONE_PIDFD: always close-on-exec
 	attr.Sys.PidFD = &pidfd
 	exited := make(chan syscall.WaitStatus, 1)
+	st.sp.acquire()
 	st.mu.Lock()
 	pid, g, err := st.sp.spawn(st.seq.Add(1), path, req.Cmd, attr)
 	if err == nil {
@@ -419,6 +423,9 @@ func (st *initState) exec(c *net.UnixConn, req request, files []*os.File) {
 	}
 	_ = send(c, reply{Exited: rep})
 	<-hungUp
+	if g != nil {
+		<-g.left
+	}
 	if g != nil && !g.remove() {
 		st.mu.Lock()
 		st.pending = append(st.pending, g)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,7 +19,9 @@ import (
 type spawner struct {
 	reqs chan spawnReq
 	tid  int
-	cfg  *initConfig
+	// join is how many v1 group directories (from fdJoinFirst) the
+	// thread joins.
+	join int
 	// track is the session's tracking group directory (fd), -1 if none;
 	// thread says a single thread can be moved into a group (cgroup v1).
 	track  int
@@ -26,8 +29,20 @@ type spawner struct {
 	// next is the group of the next command, made ahead, which (with
 	// v1) the spawning thread already sits in: a command's spawn then
 	// starts with its fork, and the thread moves once per command, not
-	// in and back out. Only spawn touches it (under the reaper lock).
+	// in and back out. Only the holder of the placement token touches
+	// it.
 	next *group
+	// placed holds the placement token (see acquire).
+	placed chan struct{}
+	// cfg hands the config to the thread once the root is built; ready
+	// is its answer: confined, or why not.
+	cfg   chan *initConfig
+	ready chan spawnerReady
+}
+
+type spawnerReady struct {
+	report string
+	err    error
 }
 
 type spawnReq struct {
@@ -42,25 +57,37 @@ type spawnRes struct {
 	err error
 }
 
-// startSpawner starts the confined thread and waits for it to be ready.
-func startSpawner(cfg *initConfig, track int, thread bool) (*spawner, string, error) {
-	s := &spawner{reqs: make(chan spawnReq), cfg: cfg, track: track, thread: thread}
-	type ready struct {
-		report string
-		err    error
+// startSpawner starts the spawning thread, which joins the session's
+// groups and the first command's (so that the grace periods cgroup v1
+// moves wait for overlap the building of the root), then waits for
+// confine.
+func startSpawner(args initArgs) *spawner {
+	s := &spawner{reqs: make(chan spawnReq), join: args.Join, track: -1,
+		cfg: make(chan *initConfig, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
+	if args.Tracking != "" {
+		s.track = fdTracking
+		s.thread = args.Tracking == "v1"
 	}
-	ch := make(chan ready, 1)
 	go func() {
 		// Locked and never unlocked: the runtime retires the thread with
 		// the goroutine, so no other goroutine ever runs confined (or, in
-		// the other direction, nothing here runs unconfined).
+		// the other direction, nothing here runs unconfined). Threads the
+		// runtime starts later are cloned by its template thread, never
+		// by a locked one, so none inherits these groups or this
+		// confinement.
 		runtime.LockOSThread()
 		s.tid = unix.Gettid()
-		report, err := "", s.joinGroups()
+		err := s.joinGroups()
+		if err == nil {
+			s.prepare(1) // the first command's group, ahead like every next one's
+		}
+		s.placed <- struct{}{}
+		cfg := <-s.cfg
+		report := ""
 		if err == nil {
 			report, err = confineThread(cfg)
 		}
-		ch <- ready{report, err}
+		s.ready <- spawnerReady{report, err}
 		if err != nil {
 			return
 		}
@@ -69,17 +96,24 @@ func startSpawner(cfg *initConfig, track int, thread bool) (*spawner, string, er
 			r.reply <- spawnRes{pid, err}
 		}
 	}()
-	r := <-ch
+	return s
+}
+
+// confine confines the spawning thread for cfg (the root must be built)
+// and waits until it is, or has failed.
+func (s *spawner) confine(cfg *initConfig) (string, error) {
+	s.cfg <- cfg
+	r := <-s.ready
 	if r.err != nil {
-		return nil, "", fmt.Errorf("confine the command thread: %w", r.err)
+		return "", fmt.Errorf("confine the command thread: %w", r.err)
 	}
-	return s, r.report, nil
+	return r.report, nil
 }
 
 // joinGroups moves the spawning thread (only) into the session's v1
 // groups, so that every command it forks is born inside the limits.
 func (s *spawner) joinGroups() error {
-	for i := 0; i < s.cfg.JoinGroups; i++ {
+	for i := 0; i < s.join; i++ {
 		if err := writeAt(fdJoinFirst+i, "tasks", strconv.Itoa(s.tid)); err != nil {
 			return fmt.Errorf("join session group (fd %d): %w", fdJoinFirst+i, err)
 		}
@@ -88,17 +122,23 @@ func (s *spawner) joinGroups() error {
 	return nil
 }
 
-// group is one command's tracking group, or none.
-type group struct {
-	name string
-	s    *spawner
-}
+// acquire takes the token of the spawning thread's placement: whoever
+// holds it may fork a command, and spawn hands it back once the thread
+// sits in the next command's group.
+func (s *spawner) acquire() { <-s.placed }
 
-// spawn starts one command confined; the caller holds the reaper lock so
-// that the child cannot be reaped before it is registered.
+// spawn starts command n confined; the caller holds the placement token
+// (acquire) and the reaper lock, so that the child cannot be reaped
+// before it is registered. spawn hands the token back, at once or, when
+// the thread must move on, once it has.
 func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.ProcAttr) (int, *group, error) {
 	g := s.next
 	s.next = nil
+	if g != nil && g.n != n {
+		s.leave(g)
+		g.remove()
+		g = nil
+	}
 	if g == nil {
 		g = s.newGroup(n)
 		if g != nil && s.thread {
@@ -106,7 +146,9 @@ func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.Proc
 			// With v1, the forking thread itself sits in the command's
 			// group, so the child is born in it.
 			if err := g.write("tasks", strconv.Itoa(s.tid)); err != nil {
+				s.leave(g)
 				g.remove()
+				s.placed <- struct{}{}
 				return 0, nil, fmt.Errorf("move the spawning thread into group %s: %w", g.name, err)
 			}
 		}
@@ -115,24 +157,56 @@ func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.Proc
 	s.reqs <- spawnReq{path: path, argv: argv, attr: attr, reply: reply}
 	r := <-reply
 	if g != nil && s.thread {
-		// Out of the command's group before anything can kill it (a kill
-		// lists the group's processes: the init's, were the thread left
-		// in it) or remove it: into the next command's group when it can
-		// be made, else back to the session group.
-		if !s.prepare(n + 1) {
-			if err := writeAt(s.track, "tasks", strconv.Itoa(s.tid)); err != nil {
-				fmt.Fprintf(os.Stderr, "agentbox init: move the spawning thread back: %v\n", err)
+		// Out of the command's group before it can be removed (rmdir
+		// fails while the thread is in it): into the next command's group
+		// when it can be made, else back to the session group. This runs
+		// off the command's path: the first move after a quiet spell
+		// waits out an RCU grace period (see runInit), which would
+		// otherwise delay the command's pid, and so its exit status, by
+		// as much. The confined thread cannot move itself (its cgroup
+		// files are outside its landlock domain and it has no
+		// capabilities left): an unconfined goroutine moves it.
+		go func() {
+			if !s.prepare(n + 1) {
+				if err := writeAt(s.track, "tasks", strconv.Itoa(s.tid)); err != nil {
+					fmt.Fprintf(os.Stderr, "agentbox init: move the spawning thread back: %v\n", err)
+				}
 			}
-		}
+			s.leave(g)
+			s.placed <- struct{}{}
+		}()
+	} else {
+		s.leave(g)
+		s.placed <- struct{}{}
 	}
 	if r.err != nil {
-		g.remove()
+		if g != nil {
+			<-g.left
+			g.remove()
+		}
 		return 0, nil, r.err
 	}
 	if g != nil && !s.thread {
 		_ = g.write("cgroup.procs", strconv.Itoa(r.pid))
 	}
 	return r.pid, g, nil
+}
+
+// leave records that the spawning thread is out of g (or never was in).
+func (s *spawner) leave(g *group) {
+	if g != nil {
+		close(g.left)
+	}
+}
+
+// group is one command's tracking group, or none.
+type group struct {
+	n    uint64
+	name string
+	s    *spawner
+	// left is closed once the spawning thread is out of the group: it
+	// can then be removed.
+	left chan struct{}
 }
 
 // prepare makes command n's group and moves the spawning thread into it
@@ -162,7 +236,7 @@ func (s *spawner) newGroup(n uint64) *group {
 		fmt.Fprintf(os.Stderr, "agentbox init: create command group %s: %v\n", name, err)
 		return nil
 	}
-	return &group{name: name, s: s}
+	return &group{n: n, name: name, s: s, left: make(chan struct{})}
 }
 
 func (g *group) write(file, value string) error {
@@ -212,7 +286,9 @@ func (g *group) kill(pid int) {
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		pids := g.pids()
+		// The init (pid 1) is listed while its spawning thread has not
+		// yet moved on; it leaves by itself.
+		pids := slices.DeleteFunc(g.pids(), func(p int) bool { return p == 1 })
 		if len(pids) == 0 {
 			return
 		}
