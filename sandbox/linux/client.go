@@ -138,6 +138,9 @@ func New(opts Options) (*Client, error) {
 			c.notes = append(c.notes, fmt.Sprintf("%s: cgroup %s", m.part, w))
 		}
 	}
+	if cost := cg.ThreadMoveCost(); cost != "" {
+		c.notes = append(c.notes, cost)
+	}
 	switch cg.Tracking() {
 	case "v1":
 		c.enforces = append(c.enforces, sandbox.PartTimeout)

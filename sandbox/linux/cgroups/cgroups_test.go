@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,5 +90,39 @@ func TestCreateRefusesBadNames(t *testing.T) {
 		if _, err := h.Create(name, Limits{}); err == nil {
 			t.Errorf("Create(%q) succeeded", name)
 		}
+	}
+}
+
+func TestThreadMoveCostIsNamedUnlessAHierarchyFavorsDynamicMoves(t *testing.T) {
+	const hybrid = `31 25 0:27 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory
+32 25 0:28 / /sys/fs/cgroup/pids rw,relatime shared:10 - cgroup cgroup rw,pids
+33 25 0:29 / /sys/fs/cgroup/unified rw,relatime shared:11 - cgroup2 cgroup2 rw%s
+`
+	for _, tc := range []struct {
+		name, v2opts string
+		favor        bool
+	}{
+		{"plain hybrid host", "", false},
+		{"cgroup2 mounted with favordynmods", ",favordynmods", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := parseMountinfo(strings.NewReader(fmt.Sprintf(hybrid, tc.v2opts)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.V1[Memory] != "/sys/fs/cgroup/memory" || h.V1[Pids] != "/sys/fs/cgroup/pids" || h.V2 != "/sys/fs/cgroup/unified" {
+				t.Fatalf("hierarchies = %+v", h)
+			}
+			if h.FavorDynMods != tc.favor {
+				t.Errorf("FavorDynMods = %v, want %v", h.FavorDynMods, tc.favor)
+			}
+			if cost := h.ThreadMoveCost(); (cost != "") == tc.favor {
+				t.Errorf("ThreadMoveCost() = %q", cost)
+			}
+		})
+	}
+	v2 := &Host{V2: "/sys/fs/cgroup", V2Controllers: []string{Memory, Pids, CPU}, V1: map[string]string{}}
+	if cost := v2.ThreadMoveCost(); cost != "" {
+		t.Errorf("a cgroup2 host: ThreadMoveCost() = %q, want none (sessions are born in their group)", cost)
 	}
 }

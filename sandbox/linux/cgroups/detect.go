@@ -12,6 +12,7 @@ package cgroups
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,10 @@ type Host struct {
 	V2Controllers []string
 	// V1 maps a v1 controller name (memory, pids, cpu) to its mount point.
 	V1 map[string]string
+	// FavorDynMods says a cgroup hierarchy is mounted with favordynmods:
+	// moving a thread between groups then does not wait out an RCU
+	// grace period (see ThreadMoveCost).
+	FavorDynMods bool
 }
 
 // Controllers the sessions are limited with.
@@ -44,8 +49,24 @@ func Detect() (*Host, error) {
 		return nil, fmt.Errorf("cgroups: read mount table: %w", err)
 	}
 	defer f.Close()
+	h, err := parseMountinfo(f)
+	if err != nil {
+		return nil, err
+	}
+	if h.V2 != "" {
+		b, err := os.ReadFile(filepath.Join(h.V2, "cgroup.controllers"))
+		if err == nil {
+			h.V2Controllers = strings.Fields(string(b))
+		}
+	}
+	return h, nil
+}
+
+// parseMountinfo finds the cgroup hierarchies in a mount table in the
+// format of /proc/self/mountinfo.
+func parseMountinfo(r io.Reader) (*Host, error) {
 	h := &Host{V1: map[string]string{}}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		// id parent maj:min root mountpoint opts ... - fstype source superopts
 		fields := strings.Fields(sc.Text())
@@ -58,6 +79,9 @@ func Detect() (*Host, error) {
 			continue
 		}
 		mnt, fstype, super := fields[4], fields[sep+1], fields[len(fields)-1]
+		if (fstype == "cgroup" || fstype == "cgroup2") && slices.Contains(strings.Split(super, ","), "favordynmods") {
+			h.FavorDynMods = true
+		}
 		switch fstype {
 		case "cgroup2":
 			if h.V2 == "" {
@@ -76,12 +100,6 @@ func Detect() (*Host, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("cgroups: read mount table: %w", err)
-	}
-	if h.V2 != "" {
-		b, err := os.ReadFile(filepath.Join(h.V2, "cgroup.controllers"))
-		if err == nil {
-			h.V2Controllers = strings.Fields(string(b))
-		}
 	}
 	return h, nil
 }
@@ -110,6 +128,22 @@ func (h *Host) Tracking() string {
 		return "v2"
 	}
 	return ""
+}
+
+// ThreadMoveCost says, when the session limits use cgroup v1 and no
+// hierarchy is mounted with favordynmods, what that costs: the first move
+// of a thread into a group after a quiet spell waits for the kernel's
+// cgroup_threadgroup_rwsem to turn writer-side, an RCU grace period
+// (about 15 ms on a HZ=250 kernel), once per session start. "" otherwise.
+func (h *Host) ThreadMoveCost() string {
+	v1 := false
+	for _, c := range []string{Memory, Pids, CPU} {
+		v1 = v1 || h.Where(c) == "v1"
+	}
+	if !v1 || h.FavorDynMods {
+		return ""
+	}
+	return "cgroup v1 limits: each session start waits out one RCU grace period (~15 ms at HZ=250) to move its spawning thread into its groups; a cgroup hierarchy mounted with favordynmods (mount -o remount,favordynmods; Linux 6.0 or later) removes the wait at a small cost to every fork and exit on the host"
 }
 
 // SwapLimit reports whether memory+swap can be limited too, so that a
