@@ -33,6 +33,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux"
+	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 )
 
 func main() {
@@ -42,6 +43,7 @@ func main() {
 	flag.StringVar(&o.bwrap, "bwrap", "bwrap", "the bubblewrap binary")
 	flag.StringVar(&o.unshare, "unshare", "unshare", "the util-linux unshare binary")
 	flag.IntVar(&o.coldN, "cold", 50, "cold-start rounds")
+	flag.DurationVar(&o.gap, "gap", 50*time.Millisecond, "quiet time before each cold-start run (0: back to back)")
 	flag.IntVar(&o.execN, "exec", 500, "exec rounds in a live session")
 	flag.IntVar(&o.sessions, "sessions", 100, "concurrent sessions")
 	flag.StringVar(&o.only, "only", "cold,live,idle,many", "comma-separated sections to run")
@@ -60,6 +62,7 @@ func main() {
 type opts struct {
 	agentbox, bwrap, unshare string
 	coldN, execN, sessions   int
+	gap                      time.Duration
 	only, readme             string
 }
 
@@ -110,17 +113,23 @@ func run(o opts, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("find this driver: %w", err)
 		}
-		cmds := []command{
-			cAgentbox: {"agentbox exec -- true", []string{o.agentbox, "exec", "--", "true"}},
-			cBwrap:    {"bwrap (comparable confinement) true", bwrapArgs(o.bwrap, ws, "true")},
-			cUnshare:  {"unshare (same namespaces) --fork true", unshareArgs(o.unshare, "true")},
-			cBare:     {"bare /bin/true", []string{"/bin/true"}},
-			cHelp:     {"agentbox --help (the CLI's process start and package inits)", []string{o.agentbox, "--help"}},
-			cSelf:     {"bench-native -noop (a small Go binary's process start)", []string{self, "-noop"}},
-			cFull:     {"agentbox-full exec -- true (the CLI with every command linked in)", []string{fullCLI(o.agentbox), "exec", "--", "true"}},
+		peer, err := newInCgroup(cgroups.Limits{MemoryBytes: cliSpec.Policy.Resources.MemoryBytes, Pids: cliSpec.Policy.Resources.Pids})
+		if err != nil {
+			return fmt.Errorf("cgroups for the bwrap peer: %w", err)
 		}
-		progress("cold start, %d interleaved rounds of %d contenders", o.coldN, len(cmds)+1)
-		if r.cold, err = runCold(ctx, o.coldN, cmds, c, cliSpec); err != nil {
+		cmds := []command{
+			cAgentbox: {name: "agentbox exec -- true", argv: []string{o.agentbox, "exec", "--", "true"}},
+			cBwrap:    {name: "bwrap (namespaces and mounts like a session) true", argv: bwrapArgs(o.bwrap, ws, "true")},
+			cBwrapCG:  {name: "bwrap in a fresh cgroup with the same limits (made and removed around it) true", argv: bwrapArgs(o.bwrap, ws, "true"), run: peer.time},
+			cUnshare:  {name: "unshare (same namespaces) --fork true", argv: unshareArgs(o.unshare, "true")},
+			cBare:     {name: "bare /bin/true", argv: []string{"/bin/true"}},
+			cHelp:     {name: "agentbox --help (the CLI's process start and package inits)", argv: []string{o.agentbox, "--help"}},
+			cSelf:     {name: "bench-native -noop (a small Go binary's process start)", argv: []string{self, "-noop"}},
+			cFull:     {name: "agentbox-full exec -- true (the CLI with every command linked in)", argv: []string{fullCLI(o.agentbox), "exec", "--", "true"}},
+		}
+		progress("cold start, %d interleaved rounds of %d contenders, %s quiet before each run", o.coldN, len(cmds)+1, o.gap)
+		r.gap = o.gap
+		if r.cold, err = runCold(ctx, o.coldN, o.gap, cmds, c, cliSpec); err != nil {
 			return fmt.Errorf("cold start: %w", err)
 		}
 	}

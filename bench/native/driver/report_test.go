@@ -55,7 +55,8 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 		return s
 	}
 	cold := &coldResult{}
-	for _, s := range []series{dur(30), dur(20), dur(10), dur(1), dur(5), dur(2), dur(60)} {
+	// agentbox, bwrap, bwrap in a cgroup, unshare, true, --help, -noop, full
+	for _, s := range []series{dur(30), dur(10), dur(25), dur(8), dur(1), dur(5), dur(2), dur(60)} {
 		cold.cmds = append(cold.cmds, &s)
 	}
 	r := &results{
@@ -70,7 +71,7 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 			got[x.target] = x.result
 		}
 	}
-	want := map[string]string{"≤ 1.5x bwrap": "pass", "< +2 ms": "**FAIL**", "< 8 MiB": "pass", "0 failures": "pass"}
+	want := map[string]string{"≤ 1.5x bwrap": "**FAIL**", "≤ 1.5x bwrap in a cgroup": "pass", "< +2 ms": "**FAIL**", "< 8 MiB": "pass", "0 failures": "pass"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("target %q judged %q, want %q", k, got[k], v)
