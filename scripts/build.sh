@@ -8,7 +8,9 @@
 #   agentbox-init  the small program the native backend runs as each
 #                  sandbox's init when it sits next to agentbox (root owned,
 #                  not group/other writable); without it agentbox re-executes
-#                  itself.
+#                  itself. Built with noegress: the egress proxy runs in the
+#                  client, never in the init, and without it (net/http,
+#                  crypto/tls) the init is a third smaller and starts faster.
 #
 # CGO_ENABLED=0: all three are static. Nothing here needs cgo (go-landlock's
 # psx falls back to the runtime's AllThreadsSyscall, name lookups to the
@@ -21,5 +23,5 @@ export CGO_ENABLED=0
 flags=(-trimpath -ldflags "-s -w")
 go build "${flags[@]}" -tags lean -o bin/agentbox ./cmd/agentbox
 go build "${flags[@]}" -o bin/agentbox-full ./cmd/agentbox
-go build "${flags[@]}" -o bin/agentbox-init ./sandbox/linux/cmd/agentbox-init
+go build "${flags[@]}" -tags noegress -o bin/agentbox-init ./sandbox/linux/cmd/agentbox-init
 chmod 0755 bin/agentbox bin/agentbox-full bin/agentbox-init

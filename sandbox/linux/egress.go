@@ -1,3 +1,5 @@
+//go:build !noegress
+
 package linux
 
 import (
@@ -11,7 +13,8 @@ import (
 	"github.com/agentbox/agentbox/sandbox/egress"
 )
 
-// networkAllowListAvailable: the egress proxy is built in.
+// networkAllowListAvailable: the egress proxy is built in (not with the
+// noegress build tag; see egress_none.go).
 const networkAllowListAvailable = true
 
 // egressBridge is a session's allow-list proxy: it runs in the client

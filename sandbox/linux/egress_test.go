@@ -1,3 +1,5 @@
+//go:build !noegress
+
 package linux
 
 import (
