@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds, into bin/:
-#   agentbox       the CLI, lean: exec (linux and local backends) and
-#                  snapshot; every other command, and exec with the docker
-#                  backend, hands off to agentbox-full (cmd/agentbox/handoff.go
-#                  says why: start-up time);
+#   agentbox       the CLI, lean: the plain exec (linux and local backends,
+#                  no manifest, snapshot or network allow-list; noegress:
+#                  no HTTP proxy); every other command, and an exec that
+#                  needs more, hands off to agentbox-full
+#                  (cmd/agentbox/handoff.go says why: start-up time);
 #   agentbox-full  the same CLI with everything linked in;
 #   agentbox-init  the small program the native backend runs as each
 #                  sandbox's init when it sits next to agentbox (root owned,
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.."
 mkdir -p bin
 export CGO_ENABLED=0
 flags=(-trimpath -ldflags "-s -w")
-go build "${flags[@]}" -tags lean -o bin/agentbox ./cmd/agentbox
+go build "${flags[@]}" -tags lean,noegress -o bin/agentbox ./cmd/agentbox
 go build "${flags[@]}" -o bin/agentbox-full ./cmd/agentbox
 go build "${flags[@]}" -tags noegress -o bin/agentbox-init ./sandbox/linux/cmd/agentbox-init
 chmod 0755 bin/agentbox bin/agentbox-full bin/agentbox-init

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/datadir"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -45,24 +46,10 @@ type Store struct {
 
 var _ sandbox.SnapshotStore = (*Store)(nil)
 
-// DefaultDir is the store used when none is named: $AGENTBOX_HOME/snapshots,
-// else /var/lib/agentbox/snapshots for root, else
-// $XDG_DATA_HOME/agentbox/snapshots or ~/.local/share/agentbox/snapshots.
-func DefaultDir() string {
-	if h := os.Getenv("AGENTBOX_HOME"); h != "" {
-		return filepath.Join(h, "snapshots")
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/agentbox/snapshots"
-	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
-		return filepath.Join(x, "agentbox", "snapshots")
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(home, ".local", "share", "agentbox", "snapshots")
-	}
-	return filepath.Join(os.TempDir(), "agentbox-snapshots")
-}
+// DefaultDir is the store used when none is named (see datadir.Snapshots):
+// $AGENTBOX_HOME/snapshots, else /var/lib/agentbox/snapshots for root,
+// else $XDG_DATA_HOME/agentbox/snapshots or ~/.local/share/agentbox/snapshots.
+func DefaultDir() string { return datadir.Snapshots() }
 
 // Open opens (creating if needed) the store in dir and removes the staging
 // directories of saves that were interrupted.

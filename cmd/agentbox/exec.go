@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/agentbox/agentbox/internal/datadir"
 	"github.com/agentbox/agentbox/sandbox"
-	"github.com/agentbox/agentbox/snapshot"
 )
 
 func init() { register(newExecCmd) }
@@ -72,6 +72,9 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			spec, err := f.buildSpec()
 			if err != nil {
 				return &exitError{code: exitCode, err: fmt.Errorf("exec: %w", err)}
+			}
+			if what := wf.fullOnly(spec); what != "" && handOff != nil {
+				return handOff("exec " + what)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -128,7 +131,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 	fl.StringVar(&wf.manifest, "manifest", "", "workspace manifest (`FILE`, YAML or JSON) materialized before the command runs")
 	fl.StringVar(&wf.snapshot, "snapshot", "", "seed the workspace from snapshot `ID` (agentbox snapshot ls)")
 	fl.BoolVar(&wf.saveSnapshot, "save-snapshot", false, "save the workspace as a snapshot after the command and print its ID on stderr")
-	fl.StringVar(&wf.store, "store", snapshot.DefaultDir(), "snapshot store `DIR`")
+	fl.StringVar(&wf.store, "store", datadir.Snapshots(), "snapshot store `DIR`")
 	return cmd
 }
 

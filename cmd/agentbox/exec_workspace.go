@@ -1,3 +1,5 @@
+//go:build !lean
+
 package main
 
 import (
@@ -20,6 +22,9 @@ type workspaceFlags struct {
 	saveSnapshot bool
 	store        string
 }
+
+// fullOnly is "": the full build does all of exec itself.
+func (w *workspaceFlags) fullOnly(sandbox.Spec) string { return "" }
 
 // preparedWorkspace is a workspace ready for Create, and how to undo it.
 type preparedWorkspace struct {

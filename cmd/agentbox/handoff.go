@@ -3,10 +3,11 @@ package main
 // This package builds two programs (scripts/build.sh builds both):
 //
 //   - agentbox-full: every command and backend linked in;
-//   - agentbox, built with the "lean" tag: exec with the linux and local
-//     backends, and snapshot. Every other command, and exec with another
-//     backend, hands off to agentbox-full beside it (execve, same
-//     arguments, same environment).
+//   - agentbox, built with the "lean" and "noegress" tags: the plain exec
+//     with the linux and local backends (no manifest, snapshot or network
+//     allow-list: see exec_workspace_lean.go). Every other command, and an
+//     exec that needs more, hands off to agentbox-full beside it (execve,
+//     same arguments, same environment).
 //
 // Why: a Go program runs the initialisers of every package it links before
 // main. The agent harness, the Docker client and JSON-schema checks bring

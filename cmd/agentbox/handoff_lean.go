@@ -47,6 +47,7 @@ var fullOnly = []struct{ name, short string }{
 	{"image", "Manage the docker backend's base image"},
 	{"promote", "Copy checked outputs out of a workspace, with a provenance record"},
 	{"run", "Run an AI agent whose commands and file edits are confined to a sandbox"},
+	{"snapshot", "List, inspect, save, restore, export and delete workspace snapshots"},
 	{"trace", "Inspect agent run traces (JSONL)"},
 }
 

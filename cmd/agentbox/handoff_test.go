@@ -10,12 +10,12 @@ import (
 	"testing"
 )
 
-// buildLean builds the lean agentbox (go build -tags lean) into a fresh
-// directory and returns its path.
+// buildLean builds the lean agentbox (go build -tags lean,noegress, as
+// scripts/build.sh does) into a fresh directory and returns its path.
 func buildLean(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "agentbox")
-	out, err := exec.Command("go", "build", "-tags", "lean", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-tags", "lean,noegress", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build -tags lean: %v\n%s", err, out)
 	}
@@ -84,6 +84,13 @@ func TestLeanBuildHandsOffToTheFullProgramBesideIt(t *testing.T) {
 		{"image", "build", "--force"},
 		{"promote", "--from", "ws", "--rules", "r.yaml", "--to", "out"},
 		{"exec", "--backend", "docker", "--", "echo", "hi"},
+		// What the plain exec does not link: the workspace contract and
+		// the egress proxy.
+		{"exec", "--manifest", "m.yaml", "--", "true"},
+		{"exec", "--snapshot", "0123456789ab", "--", "true"},
+		{"exec", "--save-snapshot", "--", "true"},
+		{"exec", "--network", "pypi.org", "--", "true"},
+		{"snapshot", "ls"},
 	}
 	for _, args := range tests {
 		stdout, stderr, code := run(t, lean, args...)
