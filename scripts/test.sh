@@ -14,6 +14,9 @@ echo "== go test (all packages)"
 # -p 1: some tests check host-wide state (cgroups, mounts) for leaks.
 go test -count=1 -p 1 -timeout 40m ./...
 
+echo "== go test -tags noegress (the backend as agentbox-init and the lean CLI are built)"
+go test -count=1 -tags noegress -timeout 10m ./sandbox/linux/
+
 echo "== go test -race (packages with goroutines)"
 race_pkgs=()
 for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./trace ./snapshot; do

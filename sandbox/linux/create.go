@@ -71,6 +71,10 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 			spec.Policy.Resources.CPUs = 0
 		case sandbox.PartDisk:
 			spec.Policy.Resources.DiskBytes = 0
+		case sandbox.PartNetworkAllowList:
+			// A build without the proxy (noegress): the listed hosts stay
+			// out of reach too, the safe side of what was allowed.
+			spec.Policy.Network = sandbox.NetworkPolicy{Mode: sandbox.NetworkNone}
 		}
 	}
 	uid, gid, err := parseUser(spec.User)
