@@ -16,6 +16,7 @@ var (
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
+	builtDir  string // what agentboxBinary built into; TestMain removes it
 )
 
 func agentboxBinary(t *testing.T) string {
@@ -30,6 +31,7 @@ func agentboxBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		builtDir = dir
 		binPath = filepath.Join(dir, "agentbox")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {

@@ -24,7 +24,11 @@ func TestMain(m *testing.M) {
 		fmt.Println("full: " + strings.Join(os.Args[1:], " "))
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
 }
 
 // build builds this package with the given tags ("lean,noegress", as
