@@ -20,6 +20,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
+# The lean agentbox refuses to hand off to an agentbox-full in a directory
+# others can write (they could swap it): under umask 002 bin/ would be.
+chmod go-w bin
 export CGO_ENABLED=0
 flags=(-trimpath -ldflags "-s -w")
 go build "${flags[@]}" -tags lean,noegress -o bin/agentbox ./cmd/agentbox
