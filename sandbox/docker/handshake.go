@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/moby/moby/client"
 )
@@ -121,26 +122,71 @@ func (f *firstLine) flush() bool {
 // the command sees EOF while its output keeps flowing; with a terminal it
 // types the EOF character (^D) instead, as a user would: the engine tears
 // down a TTY exec's output when its input half-closes.
+//
+// A command that does not read its input fills the pipe and the socket
+// behind it, and a Write then blocks in the connection. Close does not
+// wait for such a Write: it aborts it (a write deadline in the past), and
+// the Write, on its way out, closes the input. No Write or Close holds
+// mu while it blocks on the connection, except the ^D, which is bounded.
 type stdinWriter struct {
 	conn  *client.HijackedResponse
 	tty   bool
 	ready chan struct{} // closed by settle
+	gone  chan struct{} // closed by Close: Writes waiting for ready give up
+
+	wmu sync.Mutex // one Write on the connection at a time
 
 	mu      sync.Mutex
 	settled bool
 	open    bool // the command runs (or may): writes go to it
 	closed  bool // Close was called, or the command gets no stdin
 	shut    bool // the input is closed (or was never attached)
+	writing bool // a Write is on the connection
 }
 
+// newStdinWriter is the input over conn; closed means the command gets
+// none, shut that none was attached.
+func newStdinWriter(conn *client.HijackedResponse, tty, closed, shut bool) *stdinWriter {
+	w := &stdinWriter{conn: conn, tty: tty, ready: make(chan struct{}), gone: make(chan struct{}), closed: closed, shut: shut}
+	if closed {
+		close(w.gone)
+	}
+	return w
+}
+
+// eofWait bounds the ^D that closes a terminal's input: the terminal may
+// be full of input the command never read.
+const eofWait = 2 * time.Second
+
 func (w *stdinWriter) Write(b []byte) (int, error) {
-	<-w.ready
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed || !w.open {
+	select {
+	case <-w.ready:
+	case <-w.gone:
 		return 0, io.ErrClosedPipe
 	}
-	return w.conn.Conn.Write(b)
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.mu.Lock()
+	if w.closed || !w.open {
+		w.mu.Unlock()
+		return 0, io.ErrClosedPipe
+	}
+	w.writing = true
+	w.mu.Unlock()
+	n, err := w.conn.Conn.Write(b)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writing = false
+	if w.closed {
+		// Close came while this Write was on the connection and may
+		// have aborted it; the input is this Write's to close.
+		_ = w.conn.Conn.SetWriteDeadline(time.Time{})
+		_ = w.shutLocked()
+		if err != nil {
+			err = io.ErrClosedPipe
+		}
+	}
+	return n, err
 }
 
 func (w *stdinWriter) Close() error {
@@ -150,8 +196,13 @@ func (w *stdinWriter) Close() error {
 		return nil
 	}
 	w.closed = true
+	close(w.gone)
 	if !w.settled {
 		return nil // settle closes it, after the go-ahead
+	}
+	if w.writing {
+		// The Write closes the input when it returns.
+		return w.conn.Conn.SetWriteDeadline(time.Now())
 	}
 	return w.shutLocked()
 }
@@ -169,6 +220,7 @@ func (w *stdinWriter) settle(open, goAhead bool) error {
 	defer close(w.ready)
 	var err error
 	if goAhead {
+		// Nothing was written before: the pipe has room for it.
 		_, err = w.conn.Conn.Write([]byte("go\n"))
 	}
 	if !open || w.closed {
@@ -185,7 +237,9 @@ func (w *stdinWriter) shutLocked() error {
 	}
 	w.shut = true
 	if w.tty {
+		_ = w.conn.Conn.SetWriteDeadline(time.Now().Add(eofWait))
 		_, err := w.conn.Conn.Write([]byte{4})
+		_ = w.conn.Conn.SetWriteDeadline(time.Time{})
 		return err
 	}
 	return w.conn.CloseWrite()

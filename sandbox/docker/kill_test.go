@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -124,39 +123,4 @@ func TestKillRacingTheStartEndsTheCommand(t *testing.T) {
 		}
 	}
 	noneLeft(t, sess, 1200)
-}
-
-// TestTimeoutKillsCommandThatStopsTheKiller: the killer runs as the
-// session user, so the command can SIGSTOP it; the timeout must hold
-// anyway (by killing the container).
-func TestTimeoutKillsCommandThatStopsTheKiller(t *testing.T) {
-	c := testClient(t)
-	t.Parallel()
-	sess := newSession(t, c, sandbox.Spec{})
-	// The child stops every process but init, itself and the main sleep.
-	script := `main=$$; (me=$(exec sh -c 'echo $PPID'); while :; do for d in /proc/[0-9]*; do p=${d#/proc/}; [ $p = $me ] || [ $p = $main ] || [ $p = 1 ] || kill -STOP $p 2>/dev/null; done; done) & exec sleep 1300`
-	type result struct {
-		res sandbox.ExecResult
-		err error
-	}
-	done := make(chan result, 1)
-	start := time.Now()
-	go func() {
-		res, err := sess.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, Timeout: time.Second})
-		done <- result{res, err}
-	}()
-	const limit = 30 * time.Second
-	select {
-	case r := <-done:
-		if !r.res.TimedOut {
-			t.Fatalf("result %+v, %v; want timed out", r.res.ExitStatus, r.err)
-		}
-		t.Logf("ended after %s: %+v, %v", time.Since(start).Round(time.Millisecond), r.res.ExitStatus, r.err)
-		_, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"true"}})
-		if !errors.Is(err, sandbox.ErrClosed) || !strings.Contains(err.Error(), "could not be killed from inside") {
-			t.Fatalf("exec after the container kill: %v; want ErrClosed saying why", err)
-		}
-	case <-time.After(limit):
-		t.Fatalf("the command with a 1s timeout still runs after %s", limit)
-	}
 }

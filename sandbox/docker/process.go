@@ -54,8 +54,10 @@ import (
 // What this does and does not guarantee, for any Spec.User, root included
 // (a capability-less root has no more power here than the session user):
 // the command and its tree cannot change which pid the kill targets. They
-// can signal the killer, which runs as the same user: a killer that does
-// not finish within killerWait gets the whole container killed. What
+// can signal the killer, which runs as the same user (it has to: the
+// container has no CAP_KILL, so only the same uid may signal the
+// command): a killer that does not finish within helperWait gets the
+// whole container killed, and the command's Wait says so. What
 // escapes the tree scan: a process that calls setsid() itself and whose
 // parent is already gone when the killer scans. Stop and Close end those
 // (they kill the whole container). Such a process, or another exec running
@@ -107,8 +109,17 @@ const (
 	// markerWait bounds how long a terminal exec's kill waits for the
 	// wrapper's line before it kills the container instead.
 	markerWait = 10 * time.Second
-	// killerWait bounds the killer exec; the command can SIGSTOP it.
-	killerWait = 10 * time.Second
+	// helperWait bounds a helper exec (the killer, the OOM probe): the
+	// command can SIGSTOP the killer, or fill the pids limit.
+	helperWait = 10 * time.Second
+	// engineWait bounds one engine call that should answer at once (an
+	// inspect, a container kill).
+	engineWait = 10 * time.Second
+	// removeWait bounds the container's removal in Close.
+	removeWait = 30 * time.Second
+	// exitAfterKill bounds how long Wait waits, after a Kill ended, for
+	// the engine to see the exec end.
+	exitAfterKill = 15 * time.Second
 	// exitLag bounds the wait for the engine to note an exit once the
 	// attach stream ended.
 	exitLag = time.Second
@@ -143,9 +154,11 @@ type process struct {
 	started  string // its starttime, from the wrapper
 
 	killed     atomic.Bool
-	mainKilled atomic.Bool // the killer SIGKILLed the command itself
-	exited     atomic.Bool // the engine said the exec ended
-	denials0   int         // egress refusals before the start
+	killEnded  atomic.Int64 // when Kill returned (unix nanoseconds), or 0
+	killedAll  atomic.Bool  // Kill had to kill the whole container
+	mainKilled atomic.Bool  // the killer SIGKILLed the command itself
+	exited     atomic.Bool  // the engine said the exec ended
+	denials0   int          // egress refusals before the start
 	waitMu     sync.Mutex
 	status     *sandbox.ExitStatus
 	waitErr    error
@@ -202,7 +215,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin 
 	if s.proxy != nil {
 		p.denials0 = len(s.proxy.Denials())
 	}
-	p.stdin = &stdinWriter{conn: &att.HijackedResponse, tty: req.TTY, ready: make(chan struct{}), closed: !withStdin, shut: !opts.AttachStdin}
+	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY, !withStdin, !opts.AttachStdin)
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	p.stdout, p.stderr = outR, errR
@@ -252,9 +265,12 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 // Kill SIGKILLs the command's process tree (see killerScript) through a
 // second exec, or stops a start that has not had its go-ahead, then waits
 // for the attach stream to end. When it cannot tell which pid to kill, or
-// the killer fails, it kills the whole container.
+// the killer fails, it kills the whole container; an error means even
+// that failed. Every step is bounded: Kill returns within about
+// markerWait + helperWait + engineWait + 5 s whatever the command does.
 func (p *process) Kill(ctx context.Context) error {
 	p.killed.Store(true)
+	defer func() { p.killEnded.Store(time.Now().UnixNano()) }()
 	if p.ended(ctx) {
 		return nil
 	}
@@ -271,15 +287,17 @@ func (p *process) Kill(ctx context.Context) error {
 		t.Stop()
 		state, pid, started = p.hold()
 	}
+	var err error
 	switch state {
 	case launchRefused:
 		// The wrapper reads EOF and SIGKILLs itself.
 	case launchRunning:
-		p.killTree(ctx, pid, started)
+		err = p.killTree(ctx, pid, started)
 	default:
 		if !p.ended(ctx) {
 			p.s.c.log.Warn("docker: the pid of a command to kill is unknown, killing the session's container", "session", p.s.id)
-			p.s.killAll(ctx, "the pid of a command to kill never reached agentbox")
+			p.killedAll.Store(true)
+			err = p.s.killAll(ctx, "the pid of a command to kill never reached agentbox")
 		}
 	}
 	select {
@@ -291,7 +309,7 @@ func (p *process) Kill(ctx context.Context) error {
 	case <-ctx.Done():
 		p.conn.Close()
 	}
-	return nil
+	return err
 }
 
 // ended reports whether the command is over: its attach stream ended and
@@ -309,7 +327,7 @@ func (p *process) ended(ctx context.Context) bool {
 	// The engine notes the exit a moment after the stream ends.
 	deadline := time.Now().Add(exitLag)
 	for {
-		insp, err := p.s.c.api.ExecInspect(ctx, p.execID, client.ExecInspectOptions{})
+		insp, err := p.inspect(ctx)
 		if err == nil && !insp.Running {
 			p.exited.Store(true)
 			return true
@@ -326,41 +344,32 @@ func (p *process) ended(ctx context.Context) bool {
 }
 
 // killTree runs killerScript for the command's pid, and kills the whole
-// container when the killer cannot run or does not finish.
-func (p *process) killTree(ctx context.Context, pid int, started string) {
-	type result struct {
-		out []byte
-		err error
-	}
-	kctx, cancel := context.WithTimeout(ctx, killerWait)
-	defer cancel()
-	done := make(chan result, 1)
-	go func() {
-		out, err := p.s.helperOutput(kctx, []string{"/bin/sh", "-c", killerScript, strconv.Itoa(pid), started})
-		done <- result{out, err}
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-kctx.Done():
-		// The attach stream does not heed the context: a killer that
-		// the command stopped would hold it forever. The container
-		// kill below ends it.
-		r.err = fmt.Errorf("the killer did not finish: %w", kctx.Err())
-	}
-	if strings.Contains(string(r.out), "main") {
+// container when the killer cannot run or does not finish; an error
+// means the container kill failed too.
+func (p *process) killTree(ctx context.Context, pid int, started string) error {
+	out, err := p.s.helperOutput(ctx, "killer", p.s.who, []string{"/bin/sh", "-c", killerScript, strconv.Itoa(pid), started})
+	if strings.Contains(string(out), "main") {
 		// The killer's SIGKILL ended the command itself: report it so
 		// even if the engine's exit code is late or was taken from a
 		// dying wrapper.
 		p.mainKilled.Store(true)
 	}
-	if r.err != nil {
-		// The killer could not run (the pids limit is exhausted, say, by
-		// the very fork bomb being killed) or was stopped: end the whole
-		// session rather than leave the tree running.
-		p.s.c.log.Warn("docker: could not kill the process tree from inside, killing the session's container", "session", p.s.id, "err", r.err)
-		p.s.killAll(ctx, "its process tree could not be killed from inside ("+r.err.Error()+")")
+	if err == nil {
+		return nil
 	}
+	// The killer could not run (the pids limit is exhausted, say, by
+	// the very fork bomb being killed) or was stopped: end the whole
+	// session rather than leave the tree running.
+	p.s.c.log.Warn("docker: could not kill the process tree from inside, killing the session's container", "session", p.s.id, "err", err)
+	p.killedAll.Store(true)
+	return p.s.killAll(ctx, "its process tree could not be killed from inside ("+err.Error()+")")
+}
+
+// inspect is ExecInspect of the command's exec, bounded by engineWait.
+func (p *process) inspect(ctx context.Context) (client.ExecInspectResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, engineWait)
+	defer cancel()
+	return p.s.c.api.ExecInspect(ctx, p.execID, client.ExecInspectOptions{})
 }
 
 // Wait waits for the attach stream to end and the engine to report the
@@ -391,6 +400,13 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 			err = sandbox.Wrap("docker: session "+p.s.id, sandbox.ErrTimeout, fmt.Errorf("the session's %s limit ended the command", p.s.spec.Policy.Resources.SessionTimeout))
 		}
 	}
+	if p.killedAll.Load() && err == nil {
+		// This command's kill took the whole container: the caller
+		// must learn that the session is gone, and why, from this
+		// result, not from the next call. (Other commands of the
+		// session that died with it hear it from describeExit.)
+		err = sandbox.Wrap("docker: session "+p.s.id, sandbox.ErrClosed, errors.New("the container was killed by agentbox: "+p.s.killedWhy()))
+	}
 	p.status, p.waitErr = &st, err
 	return st, err
 }
@@ -398,7 +414,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
 	delay := time.Millisecond
 	for {
-		insp, err := p.s.c.api.ExecInspect(ctx, p.execID, client.ExecInspectOptions{})
+		insp, err := p.inspect(ctx)
 		if err != nil {
 			return sandbox.ExitStatus{}, p.s.execError("inspect exec", err)
 		}
@@ -409,6 +425,12 @@ func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
 				code = 128 + int(unix.SIGKILL)
 			}
 			return p.s.describeExit(ctx, code, p.killed.Load())
+		}
+		if t := p.killEnded.Load(); t != 0 && time.Since(time.Unix(0, t)) > exitAfterKill {
+			// The tree, or the container, was killed long ago; an
+			// exec the engine still calls running is the engine's
+			// fault, and waiting on would never end.
+			return sandbox.ExitStatus{ExitCode: -1}, sandbox.Wrap("docker: wait", sandbox.ErrUnavailable, fmt.Errorf("the engine still reports exec %s running %s after it was killed", shortID(p.execID), exitAfterKill))
 		}
 		select {
 		case <-time.After(delay):
@@ -428,12 +450,22 @@ func (s *session) describeExit(ctx context.Context, code int, killedByUs bool) (
 		st.Signal = unix.SignalName(unix.Signal(code - 128))
 	}
 	if code == 128+int(unix.SIGKILL) && !killedByUs {
-		if oom, err := s.oomKilledSince(ctx); err == nil && oom {
-			st.OOMKilled = true
-			st.Violations = append(st.Violations, fmt.Sprintf("memory limit %d bytes reached: killed by the OOM killer", s.spec.Policy.Resources.MemoryBytes))
-		}
+		// A dead container explains the SIGKILL, and takes no probe.
 		if err := s.checkAlive(ctx); err != nil {
 			return st, err
+		}
+		oom, err := s.oomKilledSince(ctx)
+		switch {
+		case err == nil && oom:
+			st.OOMKilled = true
+			st.Violations = append(st.Violations, fmt.Sprintf("memory limit %d bytes reached: killed by the OOM killer", s.spec.Policy.Resources.MemoryBytes))
+		case err != nil:
+			// A root command can stop the probe (it runs as root
+			// too); say the answer is unknown rather than no.
+			s.c.log.Warn("docker: could not read the container's OOM counter", "session", s.id, "err", err)
+			if m := s.spec.Policy.Resources.MemoryBytes; m > 0 {
+				st.Violations = append(st.Violations, fmt.Sprintf("memory limit %d bytes: could not tell whether the OOM killer ended the command (%v)", m, err))
+			}
 		}
 	}
 	return st, nil

@@ -145,12 +145,21 @@ func (s *session) killedWhy() string {
 	return s.deadWhy
 }
 
-// killAll SIGKILLs the container (all of the session's processes).
-func (s *session) killAll(ctx context.Context, why string) {
+// killAll SIGKILLs the container (all of the session's processes) and
+// records why for the errors that follow. It gives the engine
+// engineWait; an error means the processes may still run.
+func (s *session) killAll(ctx context.Context, why string) error {
 	s.mu.Lock()
 	s.deadWhy = why
 	s.mu.Unlock()
-	_, _ = s.c.api.ContainerKill(context.WithoutCancel(ctx), s.containerID, client.ContainerKillOptions{Signal: "KILL"})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), engineWait)
+	defer cancel()
+	_, err := s.c.api.ContainerKill(ctx, s.containerID, client.ContainerKillOptions{Signal: "KILL"})
+	if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		// Not found or not running (a conflict) is what was wanted.
+		return s.c.unavailable("docker: kill container "+shortID(s.containerID), err)
+	}
+	return nil
 }
 
 func (s *session) isExpired() bool {
@@ -159,34 +168,69 @@ func (s *session) isExpired() bool {
 	return s.expired
 }
 
-// helperOutput runs a short agentbox command (the killer, the OOM probe)
-// in the container and returns its output; a non-zero exit is an error.
-func (s *session) helperOutput(ctx context.Context, cmd []string) ([]byte, error) {
-	created, err := s.c.api.ExecCreate(ctx, s.containerID, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+// rootUser is who the helpers that only read run as: root in the
+// container, with no capabilities like every process there, which a
+// command of another uid cannot signal, so it cannot SIGSTOP them. The
+// killer cannot be one of them: without CAP_KILL root may not signal
+// another uid either, so it runs as the session user (see killTree).
+var rootUser = identity{0, 0}
+
+// helperOutput runs a short agentbox command (the killer, the OOM probe),
+// named what for errors, in the container as who and returns its
+// output; a non-zero exit is an error. It gives up after helperWait, or
+// when ctx ends, even on a helper that was stopped or never ends: the
+// attach stream does not heed the context, so it is closed. A helper
+// given up on may stay in the container, stopped; the container's end
+// ends it.
+func (s *session) helperOutput(ctx context.Context, what string, who identity, cmd []string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, helperWait)
+	defer cancel()
+	late := func() error {
+		return fmt.Errorf("the %s did not finish: %w", what, ctx.Err())
+	}
+	created, err := s.c.api.ExecCreate(ctx, s.containerID, client.ExecCreateOptions{User: who.String(), Cmd: cmd, AttachStdout: true, AttachStderr: true})
 	if err != nil {
-		return nil, s.execError("create helper exec", err)
+		if ctx.Err() != nil {
+			return nil, late()
+		}
+		return nil, s.execError("create "+what+" exec", err)
 	}
 	att, err := s.c.api.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
 	if err != nil {
-		return nil, s.execError("attach helper exec", err)
+		if ctx.Err() != nil {
+			return nil, late()
+		}
+		return nil, s.execError("attach "+what+" exec", err)
 	}
 	defer att.Close()
+	defer context.AfterFunc(ctx, att.Close)()
 	var out, errb bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &errb, att.Reader); err != nil {
-		return nil, s.execError("read helper exec", err)
+	_, err = stdcopy.StdCopy(&out, &errb, att.Reader)
+	if ctx.Err() != nil {
+		return out.Bytes(), late()
+	}
+	if err != nil {
+		return nil, s.execError("read "+what+" exec", err)
 	}
 	for {
 		insp, err := s.c.api.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
 		if err != nil {
-			return nil, s.execError("inspect helper exec", err)
+			if ctx.Err() != nil {
+				return out.Bytes(), late()
+			}
+			return nil, s.execError("inspect "+what+" exec", err)
 		}
 		if !insp.Running {
 			if insp.ExitCode != 0 {
-				return out.Bytes(), fmt.Errorf("%s exited %d: %s", cmd[0], insp.ExitCode, strings.TrimSpace(errb.String()))
+				return out.Bytes(), fmt.Errorf("the %s exited %d: %s", what, insp.ExitCode, strings.TrimSpace(errb.String()))
 			}
 			return out.Bytes(), nil
 		}
-		time.Sleep(2 * time.Millisecond)
+		select {
+		case <-time.After(2 * time.Millisecond):
+		case <-ctx.Done():
+			return out.Bytes(), late()
+		}
 	}
 }
 
@@ -194,7 +238,7 @@ func (s *session) helperOutput(ctx context.Context, cmd []string) ([]byte, error
 // memory.oom_control or v2 memory.events, both visible read-only inside
 // the container) and reports whether it grew since the last look.
 func (s *session) oomKilledSince(ctx context.Context) (bool, error) {
-	out, err := s.helperOutput(ctx, []string{"/bin/sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || cat /sys/fs/cgroup/memory.events"})
+	out, err := s.helperOutput(ctx, "OOM probe", rootUser, []string{"/bin/sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null || cat /sys/fs/cgroup/memory.events"})
 	if err != nil {
 		return false, err
 	}
@@ -281,7 +325,12 @@ func (s *session) Close(ctx context.Context) error {
 	down := s.extraDown
 	s.mu.Unlock()
 	var errs []error
-	if err := s.c.removeContainer(ctx, s.containerID); err != nil {
+	// Bounded: an engine that does not answer must not hold Close,
+	// nor the workspace removal after it, forever.
+	rctx, cancel := context.WithTimeout(ctx, removeWait)
+	err := s.c.removeContainer(rctx, s.containerID)
+	cancel()
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if down != nil {
