@@ -91,10 +91,8 @@ func runInit() error {
 		return err
 	}
 	// The spawning thread joins the session's cgroups at once, while the
-	// root is built: on cgroup v1 the first move of a thread into a group
-	// waits out an RCU grace period (the kernel's cgroup_threadgroup_rwsem
-	// turns writer-side), about 15 ms on a HZ=250 kernel, the longest
-	// single step of a cold start. It is confined once the root is built.
+	// root is built, each by writing itself in (see moveSelf: no RCU grace
+	// period). It is confined once the root is built.
 	sp := startSpawner(args)
 	setupConn, err := fileUnixConn(fdSetup, "setup")
 	if err != nil {

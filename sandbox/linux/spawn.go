@@ -18,7 +18,6 @@ import (
 // spawner owns the confined thread that forks every command.
 type spawner struct {
 	reqs chan spawnReq
-	tid  int
 	// join is how many v1 group directories (from fdJoinFirst) the
 	// thread joins.
 	join int
@@ -45,10 +44,13 @@ type spawnerReady struct {
 	err    error
 }
 
+// spawnReq asks the spawning thread to fork a command or, when move is
+// set, to move itself into a group.
 type spawnReq struct {
 	path  string
 	argv  []string
 	attr  *syscall.ProcAttr
+	move  func() error
 	reply chan spawnRes
 }
 
@@ -58,8 +60,7 @@ type spawnRes struct {
 }
 
 // startSpawner starts the spawning thread, which joins the session's
-// groups and the first command's (so that the grace periods cgroup v1
-// moves wait for overlap the building of the root), then waits for
+// groups and the first command's while the root is built, then waits for
 // confine.
 func startSpawner(args initArgs) *spawner {
 	s := &spawner{reqs: make(chan spawnReq), join: args.Join, track: -1,
@@ -76,10 +77,9 @@ func startSpawner(args initArgs) *spawner {
 		// by a locked one, so none inherits these groups or this
 		// confinement.
 		runtime.LockOSThread()
-		s.tid = unix.Gettid()
 		err := s.joinGroups()
 		if err == nil {
-			s.prepare(1) // the first command's group, ahead like every next one's
+			s.prepare(1, moveSelf) // the first command's group, ahead like every next one's
 		}
 		s.placed <- struct{}{}
 		cfg := <-s.cfg
@@ -92,6 +92,10 @@ func startSpawner(args initArgs) *spawner {
 			return
 		}
 		for r := range s.reqs {
+			if r.move != nil {
+				r.reply <- spawnRes{err: r.move()}
+				continue
+			}
 			pid, err := syscall.ForkExec(r.path, r.argv, r.attr)
 			r.reply <- spawnRes{pid, err}
 		}
@@ -111,10 +115,11 @@ func (s *spawner) confine(cfg *initConfig) (string, error) {
 }
 
 // joinGroups moves the spawning thread (only) into the session's v1
-// groups, so that every command it forks is born inside the limits.
+// groups, so that every command it forks is born inside the limits. It
+// runs on the spawning thread.
 func (s *spawner) joinGroups() error {
 	for i := 0; i < s.join; i++ {
-		if err := writeAt(fdJoinFirst+i, "tasks", strconv.Itoa(s.tid)); err != nil {
+		if err := moveSelf(fdJoinFirst+i, "tasks"); err != nil {
 			return fmt.Errorf("join session group (fd %d): %w", fdJoinFirst+i, err)
 		}
 		_ = unix.Close(fdJoinFirst + i)
@@ -145,7 +150,7 @@ func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.Proc
 			// Threat: a command escaping its group by forking at once.
 			// With v1, the forking thread itself sits in the command's
 			// group, so the child is born in it.
-			if err := g.write("tasks", strconv.Itoa(s.tid)); err != nil {
+			if err := s.moveThread(g.s.track, filepath.Join(g.name, "tasks")); err != nil {
 				s.leave(g)
 				g.remove()
 				s.placed <- struct{}{}
@@ -160,15 +165,14 @@ func (s *spawner) spawn(n uint64, path string, argv []string, attr *syscall.Proc
 		// Out of the command's group before it can be removed (rmdir
 		// fails while the thread is in it): into the next command's group
 		// when it can be made, else back to the session group. This runs
-		// off the command's path: the first move after a quiet spell
-		// waits out an RCU grace period (see runInit), which would
-		// otherwise delay the command's pid, and so its exit status, by
-		// as much. The confined thread cannot move itself (its cgroup
-		// files are outside its landlock domain and it has no
-		// capabilities left): an unconfined goroutine moves it.
+		// off the command's path. The confined thread cannot open its
+		// cgroup files (they are outside its landlock domain and it has
+		// no capabilities left): an unconfined goroutine makes the group
+		// and opens its tasks file, and the thread writes itself in
+		// through that descriptor (see moveSelf).
 		go func() {
-			if !s.prepare(n + 1) {
-				if err := writeAt(s.track, "tasks", strconv.Itoa(s.tid)); err != nil {
+			if !s.prepare(n+1, s.moveThread) {
+				if err := s.moveThread(s.track, "tasks"); err != nil {
 					fmt.Fprintf(os.Stderr, "agentbox init: move the spawning thread back: %v\n", err)
 				}
 			}
@@ -211,7 +215,9 @@ type group struct {
 
 // prepare makes command n's group and moves the spawning thread into it
 // (v1 tracking only), so that command n's spawn starts with its fork.
-func (s *spawner) prepare(n uint64) bool {
+// move moves the thread: moveSelf on the thread itself, moveThread from
+// any other goroutine.
+func (s *spawner) prepare(n uint64, move func(dirfd int, file string) error) bool {
 	if !s.thread {
 		return false
 	}
@@ -219,7 +225,7 @@ func (s *spawner) prepare(n uint64) bool {
 	if g == nil {
 		return false
 	}
-	if err := g.write("tasks", strconv.Itoa(s.tid)); err != nil {
+	if err := move(s.track, filepath.Join(g.name, "tasks")); err != nil {
 		g.remove()
 		return false
 	}
@@ -241,6 +247,36 @@ func (s *spawner) newGroup(n uint64) *group {
 
 func (g *group) write(file, value string) error {
 	return writeAt(g.s.track, filepath.Join(g.name, file), value)
+}
+
+// moveSelf moves the calling thread (and only it) into the v1 group whose
+// tasks file is file under dirfd, by writing "0" to it. The kernel takes
+// "0" for the writer itself, and moves the writer without the global
+// lock that a move of any other thread (or of a whole process) takes:
+// the first such lock after a quiet spell waits out an RCU grace period
+// (~15 ms at HZ=250 on a host whose cgroup2 is mounted without
+// favordynmods), which is paid on every session start otherwise.
+func moveSelf(dirfd int, file string) error {
+	return writeAt(dirfd, file, "0")
+}
+
+// moveThread moves the spawning thread, from any other goroutine, into
+// the v1 group whose tasks file is file under dirfd: the caller opens the
+// file (the confined thread could not), the thread writes itself in
+// through the descriptor. Landlock checks opens, not writes, and a v1
+// move is allowed by the credentials the file was opened with.
+func (s *spawner) moveThread(dirfd int, file string) error {
+	fd, err := unix.Openat(dirfd, file, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	reply := make(chan spawnRes, 1)
+	s.reqs <- spawnReq{move: func() error {
+		_, err := unix.Write(fd, []byte("0"))
+		return err
+	}, reply: reply}
+	return (<-reply).err
 }
 
 func writeAt(dirfd int, file, value string) error {

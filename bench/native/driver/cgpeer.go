@@ -10,13 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
-	"golang.org/x/sys/unix"
 )
 
 // inCgroup runs a host command inside a control group of its own with the
@@ -78,11 +76,12 @@ func (p *inCgroup) time(argv []string) (time.Duration, error) {
 // runInGroup runs argv to completion from a locked thread placed in g's
 // v1 groups for the fork, and moved back where it was before g is
 // removed (Remove kills what is left in a group: this process, were the
-// thread left there).
+// thread left there). The thread moves itself, writing "0", the cheapest
+// move there is (no global lock, so no RCU grace period), as a session's
+// spawning thread does.
 func runInGroup(h *cgroups.Host, g *cgroups.Group, argv []string) (runErr, backErr error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	tid := strconv.Itoa(unix.Gettid())
 	home, err := threadGroups()
 	if err != nil {
 		return err, nil
@@ -90,7 +89,7 @@ func runInGroup(h *cgroups.Host, g *cgroups.Group, argv []string) (runErr, backE
 	var moved []string // the controllers the thread moved in
 	defer func() {
 		for _, c := range moved {
-			if err := os.WriteFile(filepath.Join(h.V1[c], home[c], "tasks"), []byte(tid), 0); err != nil {
+			if err := os.WriteFile(filepath.Join(h.V1[c], home[c], "tasks"), []byte("0"), 0); err != nil {
 				// Left in the group, the thread must not serve this
 				// process again, nor the group be removed (which would
 				// kill this process): the caller stops.
@@ -107,7 +106,7 @@ func runInGroup(h *cgroups.Host, g *cgroups.Group, argv []string) (runErr, backE
 		if _, ok := home[c]; !ok {
 			return fmt.Errorf("the %s hierarchy is not in /proc/thread-self/cgroup", c), nil
 		}
-		if err := os.WriteFile(filepath.Join(d, "tasks"), []byte(tid), 0); err != nil {
+		if err := os.WriteFile(filepath.Join(d, "tasks"), []byte("0"), 0); err != nil {
 			return fmt.Errorf("move the forking thread into %s: %w", d, err), nil
 		}
 		moved = append(moved, c)
