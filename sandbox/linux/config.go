@@ -12,8 +12,10 @@ import (
 // one JSON packet on the setup socket. Nothing else crosses.
 type initConfig struct {
 	ID string `json:"id"`
-	// Root is the host directory the init mounts its root tmpfs on (in
-	// its own mount namespace; the host sees an empty directory).
+	// Root is the host directory the init mounts its root tmpfs on, in
+	// its own mount namespace: the session directory itself, which the
+	// init needs no more once it holds its descriptors (the host keeps
+	// seeing what is in it).
 	Root string `json:"root"`
 	// Workspace is the host directory bound read-write at Workdir.
 	Workspace string          `json:"workspace"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -98,9 +99,6 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create session directory %s: %w", dir, err))
 	}
 	u.push(func() { _ = os.RemoveAll(dir) })
-	if err := os.Mkdir(filepath.Join(dir, "root"), 0o700); err != nil {
-		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create root mount point: %w", err))
-	}
 
 	st := sandbox.State{
 		Version: sandbox.StateVersion, Backend: c.Name(), ID: id, Spec: spec,
@@ -156,7 +154,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	u.push(func() { _ = g.Remove() })
 
 	cfg := &initConfig{Rootless: c.rootless,
-		ID: id, Root: filepath.Join(dir, "root"), Workspace: ws, Workdir: workdirOf(spec),
+		ID: id, Root: dir, Workspace: ws, Workdir: workdirOf(spec),
 		Mounts: spec.Mounts, ReadOnly: spec.Policy.Filesystem.ReadOnly, Deny: spec.Policy.Filesystem.Deny,
 		UID: uid, GID: gid, Network: spec.Policy.Network.EffectiveMode(),
 		TmpBytes: defaultTmpBytes, FileSize: defaultFileSize, NoFile: defaultNoFile,
@@ -174,20 +172,37 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		st.Handles[madeDirsHandle] = string(b)
 		u.push(func() { _ = removeMadeDirs(made) }) // after the init is killed
 	}
-	child, report, err := c.startInit(ctx, dir, cfg, g)
+	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
+		st.Handles["deadline"] = strconv.FormatInt(time.Now().Add(t).UnixNano(), 10)
+	}
+	st.Handles["socket"] = filepath.Join(dir, "control.sock")
+	// state.json is written while the init builds the sandbox, off the
+	// path of the start, and names the init from its first moment (so
+	// that gc finds it should this process die now). It lacks only the
+	// landlock report, which Resume asks the init for.
+	var saved chan error
+	child, report, err := c.startInit(ctx, dir, cfg, g, func(pid int) {
+		early := st
+		early.Handles = maps.Clone(st.Handles)
+		early.Handles["init_pid"] = strconv.Itoa(pid)
+		saved = make(chan error, 1)
+		go func() { saved <- writeState(dir, early) }()
+	})
 	pid := 0
 	if child != nil {
 		pid = child.proc.Pid
 		u.push(child.kill)
 	}
+	if saved != nil {
+		// Waited for even on failure: the undo removes the directory.
+		if serr := <-saved; serr != nil && err == nil {
+			err = serr
+		}
+	}
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
-	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
-		st.Handles["deadline"] = strconv.FormatInt(time.Now().Add(t).UnixNano(), 10)
-	}
 	st.Handles["init_pid"] = strconv.Itoa(pid)
-	st.Handles["socket"] = filepath.Join(dir, "control.sock")
 	st.Handles["landlock"] = report
 
 	s := newSession(c, st, g)
@@ -196,10 +211,10 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		if err := s.startEgress(spec.Policy.Network); err != nil {
 			return nil, sandbox.Wrap(op, nil, err)
 		}
-	}
-	if err := s.saveState(); err != nil {
-		s.stopEgress()
-		return nil, sandbox.Wrap(op, nil, err)
+		if err := s.saveState(); err != nil { // with the proxy's port
+			s.stopEgress()
+			return nil, sandbox.Wrap(op, nil, err)
+		}
 	}
 	c.log.Debug("linux session started", "id", id, "init_pid", pid, "landlock", report, "limits", strings.Join(g.Enforced(), "; "))
 	return s, nil
@@ -409,7 +424,7 @@ func parseUser(s string) (int, int, error) {
 // namespaces, moves it into the session's cgroups, sends it its config
 // and waits until it serves. It returns the init even on failure (when
 // one was started) so that the caller can kill it.
-func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group) (*initChild, string, error) {
+func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, started func(pid int)) (*initChild, string, error) {
 	var args initArgs
 	trackDir, thread := g.Tracking()
 	if trackDir != "" {
@@ -539,6 +554,7 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		return nil, "", fmt.Errorf("start init %s: %w", c.exe, err)
 	}
 	pid := cmd.Process.Pid
+	started(pid)
 	child := &initChild{proc: cmd.Process, reaped: make(chan struct{})}
 	go func() { // reap it if it ends while we live
 		_ = cmd.Wait()

@@ -282,11 +282,6 @@ func (st *initState) handle(c *net.UnixConn) {
 	case opInfo:
 		closeAll(files)
 		_ = send(c, reply{Info: &initInfo{ID: st.cfg.ID, Landlock: st.report}})
-	case opShutdown:
-		closeAll(files)
-		_ = unix.Kill(-1, unix.SIGKILL)
-		_ = send(c, reply{})
-		os.Exit(0)
 	case opListen:
 		closeAll(files)
 		st.listen(c, req.Port)

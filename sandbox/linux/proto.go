@@ -21,7 +21,7 @@ import (
 
 // request is what a client sends to the init.
 type request struct {
-	// Op is opExec, opKill, opInfo, opListen or opShutdown.
+	// Op is opExec, opKill, opInfo or opListen.
 	Op string `json:"op"`
 	// Exec fields.
 	Cmd []string `json:"cmd,omitempty"`
@@ -33,10 +33,9 @@ type request struct {
 }
 
 const (
-	opExec     = "exec"
-	opKill     = "kill"
-	opInfo     = "info"
-	opShutdown = "shutdown"
+	opExec = "exec"
+	opKill = "kill"
+	opInfo = "info"
 	// opListen asks for a TCP listener on the sandbox's 127.0.0.1 (the
 	// egress proxy's); the reply carries its descriptor.
 	opListen = "listen"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -20,6 +21,12 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "linux: resume: state is for backend %q", st.Backend)
 	}
 	if info, err := probe(st.Handles["socket"]); err == nil && info.ID == st.ID {
+		if st.Handles["landlock"] == "" && info.Landlock != "" {
+			// A state read back from state.json, written before the init
+			// had confined its thread.
+			st.Handles = maps.Clone(st.Handles)
+			st.Handles["landlock"] = info.Landlock
+		}
 		s := newSession(c, st, c.cg.Open(st.ID))
 		if st.Spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
 			if err := s.startEgress(st.Spec.Policy.Network); err != nil {

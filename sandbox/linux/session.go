@@ -73,16 +73,22 @@ func (s *session) egressRef() *egressBridge {
 
 // saveState writes state.json in the session directory, so that Delete
 // and tools can find what a session holds.
-func (s *session) saveState() error {
-	b, err := sandbox.MarshalState(s.State())
+func (s *session) saveState() error { return writeState(s.dir(), s.State()) }
+
+// writeState writes st as state.json in dir, whole or not at all.
+func writeState(dir string, st sandbox.State) error {
+	b, err := sandbox.MarshalState(st)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir(), ".state.json")
+	tmp := filepath.Join(dir, ".state.json")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("write session state: %w", err)
 	}
-	return os.Rename(tmp, filepath.Join(s.dir(), "state.json"))
+	if err := os.Rename(tmp, filepath.Join(dir, "state.json")); err != nil {
+		return fmt.Errorf("write session state: %w", err)
+	}
+	return nil
 }
 
 // live checks that the session may still be used.
@@ -297,7 +303,8 @@ func (s *session) Stop(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.stopEgress()
-	shutdownInit(s.socket())
+	// SIGKILL to the init, pid 1 of the session's pid namespace, kills
+	// every process in it: no request to the init is needed first.
 	if s.child != nil {
 		s.child.kill()
 	} else {
@@ -484,17 +491,3 @@ func unescapeMountinfo(s string) string {
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
-
-// shutdownInit asks a live init to kill its commands and exit.
-func shutdownInit(sock string) {
-	c, err := dialControl(sock)
-	if err != nil {
-		return
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if send(c, request{Op: opShutdown}) == nil {
-		var r reply
-		_, _ = recv(c, &r, maxReply)
-	}
-}
