@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
 )
 
 // inCgroup runs a host command inside a control group of its own with the
@@ -30,6 +32,9 @@ import (
 type inCgroup struct {
 	host   *cgroups.Host
 	limits cgroups.Limits
+	// filter, when set, is a seccomp program (struct sock_filter array)
+	// handed to the command on fd 3: bwrap's --seccomp 3.
+	filter []byte
 }
 
 func newInCgroup(l cgroups.Limits) (*inCgroup, error) {
@@ -54,7 +59,7 @@ func (p *inCgroup) time(argv []string) (time.Duration, error) {
 	}
 	errc := make(chan [2]error, 1)
 	go func() {
-		runErr, backErr := runInGroup(p.host, g, argv)
+		runErr, backErr := runInGroup(p.host, g, argv, p.filter)
 		errc <- [2]error{runErr, backErr}
 	}()
 	e := <-errc
@@ -79,7 +84,7 @@ func (p *inCgroup) time(argv []string) (time.Duration, error) {
 // thread left there). The thread moves itself, writing "0", the cheapest
 // move there is (no global lock, so no RCU grace period), as a session's
 // spawning thread does.
-func runInGroup(h *cgroups.Host, g *cgroups.Group, argv []string) (runErr, backErr error) {
+func runInGroup(h *cgroups.Host, g *cgroups.Group, argv []string, filter []byte) (runErr, backErr error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	home, err := threadGroups()
@@ -114,6 +119,21 @@ func runInGroup(h *cgroups.Host, g *cgroups.Group, argv []string) (runErr, backE
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
+	if filter != nil {
+		// The program fits a pipe's buffer: written whole, it is read by
+		// bwrap to the end.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("pipe for the seccomp filter: %w", err), nil
+		}
+		defer r.Close()
+		_, err = w.Write(filter)
+		w.Close()
+		if err != nil {
+			return fmt.Errorf("write the seccomp filter: %w", err), nil
+		}
+		cmd.ExtraFiles = []*os.File{r}
+	}
 	if v2 := g.Dir("v2"); v2 != "" {
 		f, err := os.Open(v2)
 		if err != nil {
@@ -153,4 +173,21 @@ func threadGroups() (map[string]string, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// seccompProgram is agentbox's seccomp filter (the one every session
+// command runs under) as the raw struct sock_filter array bwrap's
+// --seccomp reads.
+func seccompProgram() ([]byte, error) {
+	prog, err := seccomp.Filter()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 8*len(prog))
+	for _, ins := range prog {
+		b = binary.NativeEndian.AppendUint16(b, ins.Code)
+		b = append(b, ins.Jt, ins.Jf)
+		b = binary.NativeEndian.AppendUint32(b, ins.K)
+	}
+	return b, nil
 }

@@ -117,6 +117,11 @@ func run(o opts, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("cgroups for the bwrap peer: %w", err)
 		}
+		full := *peer
+		if full.filter, err = seccompProgram(); err != nil {
+			return fmt.Errorf("seccomp filter for the bwrap peer: %w", err)
+		}
+		fullArgv := append(bwrapArgs(o.bwrap, ws), "--seccomp", "3", "true")
 		cmds := []command{
 			cAgentbox: {name: "agentbox exec -- true", argv: []string{o.agentbox, "exec", "--", "true"}},
 			cBwrap:    {name: "bwrap (namespaces and mounts like a session) true", argv: bwrapArgs(o.bwrap, ws, "true")},
@@ -126,6 +131,7 @@ func run(o opts, out io.Writer) error {
 			cHelp:     {name: "agentbox --help (the CLI's process start and package inits)", argv: []string{o.agentbox, "--help"}},
 			cSelf:     {name: "bench-native -noop (a small Go binary's process start)", argv: []string{self, "-noop"}},
 			cFull:     {name: "agentbox-full exec -- true (the CLI with every command linked in)", argv: []string{fullCLI(o.agentbox), "exec", "--", "true"}},
+			cBwrapAll: {name: "bwrap in a fresh cgroup with the same limits and agentbox's seccomp filter (--seccomp) true", argv: fullArgv, run: full.time},
 		}
 		progress("cold start, %d interleaved rounds of %d contenders, %s quiet before each run", o.coldN, len(cmds)+1, o.gap)
 		r.gap = o.gap

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -55,8 +58,9 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 		return s
 	}
 	cold := &coldResult{}
-	// agentbox, bwrap, bwrap in a cgroup, unshare, true, --help, -noop, full
-	for _, s := range []series{dur(30), dur(10), dur(25), dur(8), dur(1), dur(5), dur(2), dur(60)} {
+	// agentbox, bwrap, bwrap in a cgroup, unshare, true, --help, -noop,
+	// full, bwrap in a cgroup with the filter
+	for _, s := range []series{dur(30), dur(10), dur(25), dur(8), dur(1), dur(5), dur(2), dur(60), dur(21)} {
 		cold.cmds = append(cold.cmds, &s)
 	}
 	r := &results{
@@ -71,10 +75,56 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 			got[x.target] = x.result
 		}
 	}
-	want := map[string]string{"≤ 1.5x bwrap": "**FAIL**", "≤ 1.5x bwrap in a cgroup": "pass", "< +2 ms": "**FAIL**", "< 8 MiB": "pass", "0 failures": "pass"}
+	want := map[string]string{"≤ 1.5x bwrap": "**FAIL**", "≤ 1.5x bwrap confining alike": "pass", "< +2 ms": "**FAIL**", "< 8 MiB": "pass", "0 failures": "pass"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("target %q judged %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// The bwrap peer that confines alike really runs under agentbox's filter:
+// a nested user namespace, which bwrap alone allows, is refused.
+func TestBwrapPeerRunsUnderTheSeccompFilter(t *testing.T) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap not installed")
+	}
+	prog, err := seccompProgram()
+	if err != nil {
+		t.Skipf("no seccomp filter on this architecture: %v", err)
+	}
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	run := func(filter []byte) error {
+		argv := bwrapArgs(bwrap, ws)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if filter != nil {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := w.Write(filter); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			cmd.ExtraFiles = []*os.File{r}
+			cmd.Args = append(cmd.Args, "--seccomp", "3")
+		}
+		cmd.Args = append(cmd.Args, "unshare", "--user", "true")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	if err := run(nil); err != nil {
+		t.Skipf("bwrap cannot nest a user namespace here, so the filter's refusal would prove nothing: %v", err)
+	}
+	if err := run(prog); err == nil {
+		t.Fatal("unshare --user succeeded under agentbox's seccomp filter")
 	}
 }
