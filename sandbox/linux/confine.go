@@ -15,14 +15,22 @@ import (
 
 // The confinement of commands is applied once, to the init's spawning
 // thread, and inherited by every command forked from it: capability
-// bounding/ambient/inheritable sets, no_new_privs, the landlock domain
-// and the seccomp filter are all per-thread attributes that fork and
-// execve carry over. This keeps exec in a live session at the price of a
+// bounding/ambient/inheritable sets, no_new_privs, the seccomp filter and
+// the landlock domain are all per-thread attributes that fork and execve
+// carry over. This keeps exec in a live session at the price of a
 // fork/exec (no intermediate stage process), and it keeps the rest of the
 // init (which needs cgroup files, the control socket, signals) unfiltered.
+// The thread is confined in two steps: dropPrivileges at once, while the
+// init's main thread builds the root (nothing the spawning thread does
+// needs a privilege or a filtered call), and restrictLandlock once the
+// root is built, since its rules name paths in it.
 //
-// confineThread must run on a locked OS thread that is never unlocked.
-func confineThread(cfg *initConfig) (landlockReport string, err error) {
+// Both must run on a locked OS thread that is never unlocked.
+
+// dropPrivileges empties the calling thread's capabilities but for the
+// two its fork children need, sets no_new_privs and loads the seccomp
+// filter.
+func dropPrivileges() error {
 	// Threat: a command regaining privilege. Every capability leaves the
 	// bounding set (so exec of a setuid-root or file-capability binary, or
 	// running as uid 0, yields none), the ambient and inheritable sets are
@@ -31,36 +39,29 @@ func confineThread(cfg *initConfig) (landlockReport string, err error) {
 	// (or exec as root with an empty bounding set) drops them too.
 	last, err := lastCap()
 	if err != nil {
-		return "", err
+		return err
 	}
 	for c := 0; c <= last; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
-			return "", fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
-		return "", fmt.Errorf("clear ambient capabilities: %w", err)
+		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
 	keep := uint32(1<<unix.CAP_SETUID | 1<<unix.CAP_SETGID)
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	data := [2]unix.CapUserData{{Effective: keep, Permitted: keep}}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return "", fmt.Errorf("drop capabilities: %w", err)
+		return fmt.Errorf("drop capabilities: %w", err)
 	}
 	// Threat: setuid binaries and file capabilities. no_new_privs makes
 	// execve never grant privilege; it is also what landlock and seccomp
 	// require of an unprivileged thread.
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return "", fmt.Errorf("set no_new_privs: %w", err)
+		return fmt.Errorf("set no_new_privs: %w", err)
 	}
-	report, err := restrictLandlock(cfg)
-	if err != nil {
-		return "", err
-	}
-	if err := installSeccomp(); err != nil {
-		return report, err
-	}
-	return report, nil
+	return installSeccomp()
 }
 
 // lastCap is the highest capability number the kernel knows.

@@ -165,16 +165,26 @@ func closeInherited(keep int) error {
 // prepareInit builds the sandbox around the init and confines the
 // spawning thread.
 func prepareInit(cfg *initConfig, sp *spawner) (*initState, error) {
-	if err := buildRoot(cfg); err != nil {
-		return nil, err
-	}
-	if err := unix.Sethostname([]byte(hostname)); err != nil {
-		return nil, fmt.Errorf("set host name: %w", err)
-	}
-	if cfg.Network != "host" {
-		if err := loopbackUp(); err != nil {
-			return nil, err
+	// The host name and the loopback belong to the session's own uts and
+	// net namespaces, not to its mounts: they are set up beside the root.
+	named := make(chan error, 1)
+	go func() {
+		if err := unix.Sethostname([]byte(hostname)); err != nil {
+			named <- fmt.Errorf("set host name: %w", err)
+			return
 		}
+		if cfg.Network != "host" {
+			named <- loopbackUp()
+			return
+		}
+		named <- nil
+	}()
+	err := buildRoot(cfg)
+	if nerr := <-named; err == nil {
+		err = nerr
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := setRlimits(cfg); err != nil {
 		return nil, err

@@ -60,8 +60,8 @@ type spawnRes struct {
 }
 
 // startSpawner starts the spawning thread, which joins the session's
-// groups and the first command's while the root is built, then waits for
-// confine.
+// groups and the first command's and drops its privileges while the root
+// is built, then waits for confine to finish its confinement.
 func startSpawner(args initArgs) *spawner {
 	s := &spawner{reqs: make(chan spawnReq), join: args.Join, track: -1,
 		cfg: make(chan *initConfig, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
@@ -82,10 +82,13 @@ func startSpawner(args initArgs) *spawner {
 			s.prepare(1, moveSelf) // the first command's group, ahead like every next one's
 		}
 		s.placed <- struct{}{}
+		if err == nil {
+			err = dropPrivileges()
+		}
 		cfg := <-s.cfg
 		report := ""
 		if err == nil {
-			report, err = confineThread(cfg)
+			report, err = restrictLandlock(cfg)
 		}
 		s.ready <- spawnerReady{report, err}
 		if err != nil {
