@@ -1,6 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux"
 )
@@ -11,6 +16,45 @@ import (
 func init() {
 	reexecHooks = append(reexecHooks, linux.Main)
 	backends["linux"] = func(opts backendOptions) (sandbox.Client, error) {
-		return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger})
+		dir := os.Getenv(stateDirEnv)
+		if dir != "" {
+			if err := checkStateDir(dir); err != nil {
+				return nil, err
+			}
+		}
+		return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, StateDir: dir})
 	}
+}
+
+// stateDirEnv names the linux backend's state directory (one directory
+// per session: control socket, init log, state, default workspace), for
+// hosts whose /run is not a tmpfs; every agentbox command of a user must
+// see the same one (gc finds sessions there).
+const stateDirEnv = "AGENTBOX_STATE_DIR"
+
+// checkStateDir makes sure a state directory named by the environment
+// is the caller's alone: absolute, made (mode 0700) if missing, owned by
+// the caller and writable by no one else. Threat: another user renaming
+// or planting session directories, sockets or workspaces.
+func checkStateDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("%s=%s: must be an absolute path", stateDirEnv, dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%s: %w", stateDirEnv, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", stateDirEnv, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s=%s is not a directory (a symlink?)", stateDirEnv, dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("%s=%s belongs to uid %d, not to you", stateDirEnv, dir, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s=%s is writable by others (%s)", stateDirEnv, dir, fi.Mode().Perm())
+	}
+	return nil
 }

@@ -71,7 +71,16 @@ func newRootCmd() *cobra.Command {
 		Long: `agentbox runs commands chosen by an AI agent inside a confined sandbox:
 namespaces, pivot_root, landlock, seccomp, cgroups and a network namespace
 with an allow-list egress proxy, so a mistake or an adversarial action
-cannot touch the host, its credentials or unrelated data.`,
+cannot touch the host, its credentials or unrelated data.
+
+Environment:
+  AGENTBOX_HOME       snapshots are kept in $AGENTBOX_HOME/snapshots (default
+                      /var/lib/agentbox/snapshots for root,
+                      ~/.local/share/agentbox/snapshots otherwise)
+  AGENTBOX_STATE_DIR  the linux backend's session state (default
+                      /run/agentbox/linux for root, else
+                      $XDG_RUNTIME_DIR/agentbox/linux or /tmp/agentbox-UID/linux);
+                      best on a tmpfs: every session start and end writes there`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure a Client.
@@ -152,7 +153,38 @@ func New(opts Options) (*Client, error) {
 	if !rootless && diskAvailable() {
 		c.enforces = append(c.enforces, sandbox.PartDisk)
 	}
+	if fs := diskBacked(opts.StateDir); fs != "" {
+		c.notes = append(c.notes, fmt.Sprintf("session state in %s is on %s, not a tmpfs: every session start and end writes to it "+
+			"(a directory made and removed each time); a tmpfs there (Options.StateDir, AGENTBOX_STATE_DIR in the CLI) makes it cheap", opts.StateDir, fs))
+	}
 	return c, nil
+}
+
+// diskBacked names the file system dir (or the nearest parent that
+// exists) is on when that is not a tmpfs; "" for a tmpfs or when it
+// cannot tell.
+func diskBacked(dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(d, &st); err == nil {
+			switch st.Type {
+			case unix.TMPFS_MAGIC, unix.RAMFS_MAGIC:
+				return ""
+			case unix.EXT4_SUPER_MAGIC:
+				return "ext4"
+			case unix.XFS_SUPER_MAGIC:
+				return "xfs"
+			case unix.BTRFS_SUPER_MAGIC:
+				return "btrfs"
+			case unix.OVERLAYFS_SUPER_MAGIC:
+				return "overlayfs"
+			}
+			return fmt.Sprintf("a file system of type %#x", st.Type)
+		}
+		if d == "/" || d == "." {
+			return ""
+		}
+	}
 }
 
 // Name is "linux".
