@@ -16,6 +16,7 @@ import (
 type command struct {
 	name string
 	argv []string
+	env  []string // added to this process's environment
 	run  func(argv []string) (time.Duration, error)
 }
 
@@ -23,13 +24,16 @@ func (c command) time() (time.Duration, error) {
 	if c.run != nil {
 		return c.run(c.argv)
 	}
-	return timeCommand(c.argv)
+	return timeCommand(c.argv, c.env)
 }
 
 // timeCommand runs argv to completion and returns how long it took; a
 // failure (or a non-zero exit) is an error that carries its stderr.
-func timeCommand(argv []string) (time.Duration, error) {
+func timeCommand(argv, env []string) (time.Duration, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	start := time.Now()

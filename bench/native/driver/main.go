@@ -34,6 +34,7 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -122,6 +123,14 @@ func run(o opts, out io.Writer) error {
 			return fmt.Errorf("seccomp filter for the bwrap peer: %w", err)
 		}
 		fullArgv := append(bwrapArgs(o.bwrap, ws), "--seccomp", "3", "true")
+		// The same CLI with its session state on a tmpfs, as /run is on a
+		// standard host (on this one it may be on disk: see the notes of
+		// agentbox backends).
+		stateDir, err := tmpfsDir()
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(stateDir)
 		cmds := []command{
 			cAgentbox: {name: "agentbox exec -- true", argv: []string{o.agentbox, "exec", "--", "true"}},
 			cBwrap:    {name: "bwrap (namespaces and mounts like a session) true", argv: bwrapArgs(o.bwrap, ws, "true")},
@@ -132,6 +141,8 @@ func run(o opts, out io.Writer) error {
 			cSelf:     {name: "bench-native -noop (a small Go binary's process start)", argv: []string{self, "-noop"}},
 			cFull:     {name: "agentbox-full exec -- true (the CLI with every command linked in)", argv: []string{fullCLI(o.agentbox), "exec", "--", "true"}},
 			cBwrapAll: {name: "bwrap in a fresh cgroup with the same limits and agentbox's seccomp filter (--seccomp) true", argv: fullArgv, run: full.time},
+			cTmpfs: {name: "agentbox exec -- true, session state on a tmpfs (AGENTBOX_STATE_DIR)", argv: []string{o.agentbox, "exec", "--", "true"},
+				env: []string{"AGENTBOX_STATE_DIR=" + stateDir}},
 		}
 		progress("cold start, %d interleaved rounds of %d contenders, %s quiet before each run", o.coldN, len(cmds)+1, o.gap)
 		r.gap = o.gap
@@ -211,4 +222,18 @@ func fullCLI(agentbox string) string {
 		return p
 	}
 	return agentbox
+}
+
+// tmpfsDir makes a private directory on a tmpfs (/dev/shm) for a CLI's
+// session state.
+func tmpfsDir() (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+		return "", fmt.Errorf("/dev/shm is not a tmpfs here: no place for the tmpfs state contender")
+	}
+	d, err := os.MkdirTemp("/dev/shm", "bench-native-state-")
+	if err != nil {
+		return "", fmt.Errorf("state directory on /dev/shm: %w", err)
+	}
+	return d, nil
 }

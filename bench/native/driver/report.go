@@ -50,6 +50,7 @@ const (
 	cSelf
 	cFull
 	cBwrapAll
+	cTmpfs
 )
 
 // Targets from issue 2.
@@ -73,6 +74,7 @@ func (r *results) rows() []row {
 			row{"cold start p95: `agentbox exec -- true` vs bwrap confining alike", ms(ab.p95()), ms(all.p95()), ratio(ab.p95(), all.p95()), "", ""},
 			row{"cold start p50 vs `unshare ... --fork true`", ms(ab.p50()), ms(c.cmds[cUnshare].p50()), ratio(ab.p50(), c.cmds[cUnshare].p50()), "", ""},
 			row{"cold start p50 vs bare `/bin/true`", ms(ab.p50()), ms(c.cmds[cBare].p50()), ratio(ab.p50(), c.cmds[cBare].p50()), "", ""},
+			row{"cold start p50 with the session state on a tmpfs (as /run is on a standard host) vs bwrap confining alike", ms(c.cmds[cTmpfs].p50()), ms(all.p50()), ratio(c.cmds[cTmpfs].p50(), all.p50()), "", ""},
 			row{"cold start p50 of the full CLI (`agentbox-full exec -- true`: every command linked in) vs bwrap", ms(c.cmds[cFull].p50()), ms(bw.p50()), ratio(c.cmds[cFull].p50(), bw.p50()), "", ""},
 			row{"cold start p50 through the library in-process (Create + Exec + Close) vs bwrap", ms(c.lib.total.p50()), ms(bw.p50()), ratio(c.lib.total.p50(), bw.p50()), "", ""},
 		)

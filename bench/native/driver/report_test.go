@@ -59,8 +59,8 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 	}
 	cold := &coldResult{}
 	// agentbox, bwrap, bwrap in a cgroup, unshare, true, --help, -noop,
-	// full, bwrap in a cgroup with the filter
-	for _, s := range []series{dur(30), dur(10), dur(25), dur(8), dur(1), dur(5), dur(2), dur(60), dur(21)} {
+	// full, bwrap in a cgroup with the filter, agentbox with state on tmpfs
+	for _, s := range []series{dur(30), dur(10), dur(25), dur(8), dur(1), dur(5), dur(2), dur(60), dur(21), dur(28)} {
 		cold.cmds = append(cold.cmds, &s)
 	}
 	r := &results{
