@@ -20,14 +20,22 @@ func TestStateDirFromTheEnvironmentMustBePrivate(t *testing.T) {
 		"relative/dir": "absolute path",
 		open:           "writable by others",
 	} {
-		err := checkStateDir(dir)
+		_, err := checkStateDir(dir)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("checkStateDir(%q) = %v, want an error saying %q", dir, err, want)
 		}
 	}
+	below := filepath.Join(open, "state") // private, but its parent is not
+	if _, err := checkStateDir(below); err == nil || !strings.Contains(err.Error(), "not sticky") {
+		t.Errorf("checkStateDir(%q) = %v, want an error about its open parent", below, err)
+	}
 	fresh := filepath.Join(top, "fresh", "linux")
-	if err := checkStateDir(fresh); err != nil {
+	got, err := checkStateDir(fresh + "//")
+	if err != nil {
 		t.Fatalf("checkStateDir(%q): %v", fresh, err)
+	}
+	if got != fresh {
+		t.Errorf("checkStateDir(%q//) = %q, want it cleaned to %q", fresh, got, fresh)
 	}
 	fi, err := os.Stat(fresh)
 	if err != nil {

@@ -71,10 +71,22 @@ type Part = sandbox.Part
 // with ErrUnavailable when the backend cannot run here at all.
 func New(opts Options) (*Client, error) {
 	rootless := os.Geteuid() != 0
+	// The directory the state lives in must be the user's alone: for a
+	// default one (made here), its parent; one the caller names is
+	// checked itself (its parent may well be a shared tmpfs).
+	private, open := "", os.FileMode(0o077)
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir
 		if rootless {
 			opts.StateDir = rootlessStateDir()
+			private = filepath.Dir(opts.StateDir)
+		}
+	} else {
+		// Clean: session directories are named by joining to it, and
+		// release removes only what lies below it.
+		opts.StateDir = filepath.Clean(opts.StateDir)
+		if rootless {
+			private, open = opts.StateDir, 0o022 // others may list it, not change it
 		}
 	}
 	if opts.Logger == nil {
@@ -87,7 +99,7 @@ func New(opts Options) (*Client, error) {
 				fmt.Errorf("not root, and %w; run as root, or use --backend docker or local", err))
 		}
 		c.notes = append(c.notes, "rootless: the session has a user namespace of its own, where the sandbox user 1000 is you")
-		if err := privateDir(filepath.Dir(opts.StateDir)); err != nil {
+		if err := privateDir(private, open); err != nil {
 			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, err)
 		}
 	}
@@ -265,11 +277,12 @@ func userNamespacesAllowed() error {
 }
 
 // privateDir makes dir (mode 0700) if it is missing and checks that it is
-// this user's own: a real directory, owned by the effective uid, that no
-// one else can enter. Threat: in a shared /tmp another user can make the
-// directory first (or a symlink by its name) and so reach the control
-// sockets inside.
-func privateDir(dir string) error {
+// this user's own: a real directory, owned by the effective uid, with
+// none of the open permission bits (0o077: no one else can enter; 0o022:
+// no one else can change it). Threat: in a shared /tmp another user can
+// make the directory first (or a symlink by its name) and so reach the
+// control sockets inside.
+func privateDir(dir string, open os.FileMode) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create state directory %s: %w", dir, err)
 	}
@@ -283,7 +296,7 @@ func privateDir(dir string) error {
 		return fmt.Errorf("state directory %s is not a directory (a symlink?): refusing it", dir)
 	case !ok || int(st.Uid) != os.Geteuid():
 		return fmt.Errorf("state directory %s belongs to uid %d, not to you: refusing it", dir, st.Uid)
-	case fi.Mode().Perm()&0o077 != 0:
+	case fi.Mode().Perm()&open != 0:
 		return fmt.Errorf("state directory %s is open to others (%s): refusing it", dir, fi.Mode().Perm())
 	}
 	return nil

@@ -64,6 +64,9 @@ const (
 // spawning thread joins. The spawning thread joins them first thing, while
 // the rest of the set-up goes on (see runInit).
 type initArgs struct {
+	// ID is the session's id, there so that a pid can be told to be this
+	// session's init and not another's that reused it (see initAlive).
+	ID string
 	// Tracking is "v1" or "v2" when fd 5 is the session's tracking group
 	// directory, in which the init makes one group per command (see
 	// cgroups.Group.Tracking); "" when there is none.
@@ -74,7 +77,7 @@ type initArgs struct {
 }
 
 func (a initArgs) argv() []string {
-	return []string{"track=" + a.Tracking, "join=" + strconv.Itoa(a.Join)}
+	return []string{"id=" + a.ID, "track=" + a.Tracking, "join=" + strconv.Itoa(a.Join)}
 }
 
 func parseInitArgs(argv []string) (initArgs, error) {
@@ -82,6 +85,8 @@ func parseInitArgs(argv []string) (initArgs, error) {
 	for _, arg := range argv {
 		k, v, _ := strings.Cut(arg, "=")
 		switch k {
+		case "id":
+			a.ID = v
 		case "track":
 			if v != "" && v != "v1" && v != "v2" {
 				return a, fmt.Errorf("init argument %q: tracking is v1, v2 or empty", arg)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -425,7 +426,7 @@ func parseUser(s string) (int, int, error) {
 // and waits until it serves. It returns the init even on failure (when
 // one was started) so that the caller can kill it.
 func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, started func(pid int)) (*initChild, string, error) {
-	var args initArgs
+	args := initArgs{ID: cfg.ID}
 	trackDir, thread := g.Tracking()
 	if trackDir != "" {
 		args.Tracking = "v2"
@@ -629,15 +630,15 @@ func (ch *initChild) kill() {
 	}
 }
 
-// killInit ends an init and with it its pid namespace, and waits (up to
-// two seconds) for it to be gone.
-func killInit(pid int) {
-	if !initAlive(pid) {
+// killInit ends session id's init and with it its pid namespace, and
+// waits (up to two seconds) for it to be gone.
+func killInit(pid int, id string) {
+	if !initAlive(pid, id) {
 		return
 	}
 	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 		defer unix.Close(fd)
-		if initAlive(pid) { // still ours after the open: no pid reuse race
+		if initAlive(pid, id) { // still ours after the open: no pid reuse race
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 			_, _ = unix.Poll(fds, 2000)
@@ -645,21 +646,24 @@ func killInit(pid int) {
 		return
 	}
 	_ = unix.Kill(pid, unix.SIGKILL)
-	for i := 0; i < 400 && initAlive(pid); i++ {
+	for i := 0; i < 400 && initAlive(pid, id); i++ {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-// initAlive reports whether pid is still this session's init (and not a
-// recycled pid): its root is the session's root mount point... which
-// cannot be checked across namespaces, so the check is its argv[0] and
-// that it is not a zombie.
-func initAlive(pid int) bool {
+// initAlive reports whether pid is a live (not zombie) agentbox init,
+// session id's when id is not "" (and so not a recycled pid, nor another
+// session's init that took it over): the init's arguments name its
+// session.
+func initAlive(pid int, id string) bool {
 	if pid <= 0 {
 		return false
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || !strings.HasPrefix(string(b), initMarker+"\x00") {
+		return false
+	}
+	if id != "" && !slices.Contains(strings.Split(string(b), "\x00"), "id="+id) {
 		return false
 	}
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -138,7 +138,7 @@ func TestCloseIsIdempotentAndRemovesEverything(t *testing.T) {
 			t.Fatalf("close #%d: %v", i+1, err)
 		}
 	}
-	if initAlive(pid) {
+	if initAlive(pid, "") {
 		t.Errorf("init %d still alive after Close", pid)
 	}
 	for _, p := range []string{st.Handles["state_dir"], st.Workspace} {
@@ -204,5 +204,40 @@ func TestListFindsLiveAndStoppedSessions(t *testing.T) {
 	}
 	if v, ok := alive[stopped.ID()]; !ok || v {
 		t.Errorf("stopped session %s: listed %v, alive %v", stopped.ID(), ok, v)
+	}
+}
+
+// A pid is taken for a session's init only when the init names that
+// session: an init that reused a dead session's pid is not killed by its
+// Delete.
+func TestInitAliveTellsSessionsApart(t *testing.T) {
+	c := newTestClient(t)
+	s := newTestSession(t, c, sandbox.Spec{})
+	pid := s.(*session).initPid()
+	if !initAlive(pid, s.ID()) {
+		t.Fatalf("init %d of session %s not recognised", pid, s.ID())
+	}
+	if initAlive(pid, "other"+s.ID()) {
+		t.Errorf("init %d of session %s taken for another session's", pid, s.ID())
+	}
+}
+
+// Delete with nothing but the session's id (what a tool that lost the
+// state has) finds the init from state.json and ends it.
+func TestDeleteByIDEndsTheInit(t *testing.T) {
+	c := newTestClient(t)
+	s, err := c.Create(context.Background(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.(*session).initPid()
+	if err := c.Delete(context.Background(), sandbox.State{ID: s.ID()}); err != nil {
+		t.Fatalf("delete by id: %v", err)
+	}
+	if initAlive(pid, s.ID()) {
+		t.Errorf("init %d still alive after Delete by id", pid)
+	}
+	if _, err := os.Stat(c.sessionDir(s.ID())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("session directory left after Delete by id: %v", err)
 	}
 }

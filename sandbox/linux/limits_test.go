@@ -222,10 +222,10 @@ func TestSessionTimeoutEndsTheSession(t *testing.T) {
 		t.Errorf("the command ran %s past a 1s session timeout", d)
 	}
 	pid := s.(*session).initPid()
-	for i := 0; i < 100 && initAlive(pid); i++ {
+	for i := 0; i < 100 && initAlive(pid, ""); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if initAlive(pid) {
+	if initAlive(pid, "") {
 		t.Errorf("init %d alive after the session timeout", pid)
 	}
 	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrTimeout) {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -34,6 +35,12 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 			}
 		}
 		return s, nil
+	}
+	if initAlive(initPidOf(c, st), st.ID) {
+		// Alive but not answering: starting (its state is written before
+		// it serves) or wedged. Either way not gone, so not rebuilt over.
+		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "linux: resume %s: its init (pid %d) is alive but does not answer on %s yet; retry, or Delete it",
+			st.ID, initPidOf(c, st), st.Handles["socket"])
 	}
 	// The sandbox is gone: clear what is left of it, keep the workspace.
 	keep := st
@@ -75,6 +82,11 @@ func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 	}
 	if st.Handles["socket"] == "" {
 		st.Handles["socket"] = st.Handles["state_dir"] + "/control.sock"
+	}
+	if st.Handles["init_pid"] == "" {
+		if pid := initPidOf(c, st); pid > 0 {
+			st.Handles["init_pid"] = strconv.Itoa(pid)
+		}
 	}
 	s := newSession(c, st, c.cg.Open(st.ID))
 	s.closed = true
@@ -143,4 +155,27 @@ func (c *Client) List() ([]sandbox.State, error) {
 func (c *Client) Alive(st sandbox.State) bool {
 	info, err := probe(st.Handles["socket"])
 	return err == nil && info.ID == st.ID
+}
+
+// initPidOf is the pid of st's init: from its handles, else from the
+// state.json its session directory holds (written as the init starts);
+// 0 when neither says.
+func initPidOf(c *Client, st sandbox.State) int {
+	if n, err := strconv.Atoi(st.Handles["init_pid"]); err == nil {
+		return n
+	}
+	dir := st.Handles["state_dir"]
+	if dir == "" {
+		dir = c.sessionDir(st.ID)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	if err != nil {
+		return 0
+	}
+	saved, err := sandbox.UnmarshalState(b)
+	if err != nil || saved.ID != st.ID {
+		return 0
+	}
+	n, _ := strconv.Atoi(saved.Handles["init_pid"])
+	return n
 }

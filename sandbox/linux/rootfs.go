@@ -3,6 +3,7 @@ package linux
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -685,6 +686,9 @@ func buildEtc(cfg *initConfig) error {
 // copyHostFile copies the host file src to dst (made mode 0644) inside
 // the kernel, with sendfile: no buffer in this process, so none of the
 // page faults and copies a read into memory costs at every session start.
+// What is not a regular file is skipped (as missing: os.ErrNotExist); a
+// file system that cannot sendfile, or a file that claims no size, is
+// copied through a buffer.
 func copyHostFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -695,20 +699,34 @@ func copyHostFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: %w", src, os.ErrNotExist)
+	}
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
+	sent := int64(0)
 	for left := fi.Size(); left > 0; {
 		n, err := unix.Sendfile(int(out.Fd()), int(in.Fd()), nil, int(left))
 		if err != nil {
+			if sent == 0 && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS)) {
+				break // through the buffer below
+			}
 			out.Close()
 			return err
 		}
 		if n == 0 {
 			break // the file shrank meanwhile: what was read is kept
 		}
+		sent += int64(n)
 		left -= int64(n)
+	}
+	if sent == 0 {
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			return err
+		}
 	}
 	return out.Close()
 }

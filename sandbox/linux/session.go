@@ -208,7 +208,7 @@ func (s *session) fsRoot(op string) (*wsfs.Root, error) {
 		return s.root, nil
 	}
 	dir := filepath.Join("/proc", strconv.Itoa(s.initPid()), "root", s.workdir())
-	if !initAlive(s.initPid()) {
+	if !initAlive(s.initPid(), s.st.ID) {
 		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s is not running", s.st.ID))
 	}
 	r, err := wsfs.Open(dir)
@@ -308,7 +308,7 @@ func (s *session) Stop(ctx context.Context) error {
 	if s.child != nil {
 		s.child.kill()
 	} else {
-		killInit(s.initPid())
+		killInit(s.initPid(), s.st.ID)
 	}
 	if err := s.g.Remove(); err != nil {
 		return sandbox.Wrap("linux: stop", nil, err)
@@ -446,7 +446,7 @@ func mountedElsewhere(dir int, name string) bool {
 	}
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !initAlive(pid) {
+		if err != nil || !initAlive(pid, "") {
 			continue
 		}
 		proc := "/proc/" + e.Name()
