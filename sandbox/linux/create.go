@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -87,8 +88,12 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		return nil, err
 	}
 	var u undo
+	var child *initChild
 	defer func() {
 		if err != nil {
+			if child != nil {
+				child.kill() // first: the init may hold what the undo removes
+			}
 			u.run()
 		}
 	}()
@@ -96,11 +101,6 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	if err := os.MkdirAll(c.opts.StateDir, 0o700); err != nil {
 		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create state directory %s: %w", c.opts.StateDir, err))
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create session directory %s: %w", dir, err))
-	}
-	u.push(func() { _ = os.RemoveAll(dir) })
-
 	st := sandbox.State{
 		Version: sandbox.StateVersion, Backend: c.Name(), ID: id, Spec: spec,
 		Handles: map[string]string{"state_dir": dir}, CreatedAt: time.Now().UTC(),
@@ -108,52 +108,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	ws := spec.Workspace
 	if ws == "" {
 		ws = filepath.Join(c.opts.StateDir, id+".workspace")
-		if err := os.Mkdir(ws, 0o755); err != nil {
-			return nil, sandbox.Wrap(op, nil, fmt.Errorf("create workspace: %w", err))
-		}
-		u.push(func() { _ = os.RemoveAll(ws) })
-		st.OwnsWorkspace = true
-		if spec.Policy.Resources.DiskBytes > 0 {
-			img := filepath.Join(dir, "disk.img")
-			if err := mountDisk(ctx, img, ws, spec.Policy.Resources.DiskBytes, uid, gid); err != nil {
-				return nil, sandbox.Wrap(op, nil, err)
-			}
-			st.Handles["disk_image"] = img
-			u.push(func() { unmountDisk(ws) })
-		}
-		if c.rootless {
-			// Already the sandbox user's: rootless, that user is us.
-		} else if err := os.Chown(ws, uid, gid); err != nil {
-			return nil, sandbox.Wrap(op, nil, fmt.Errorf("give the workspace to %d:%d: %w", uid, gid, err))
-		}
-		if spec.Snapshot != "" {
-			if err := c.restore(ctx, spec.Snapshot, ws); err != nil {
-				return nil, err
-			}
-			st.Snapshot = spec.Snapshot
-		}
-	} else if spec.Snapshot != "" {
-		if err := c.restore(ctx, spec.Snapshot, ws); err != nil {
-			return nil, err
-		}
-		st.Snapshot = spec.Snapshot
 	}
-	st.Workspace = ws
-	if adopt {
-		st.OwnsWorkspace = true
-		st.Spec.Workspace = ""
-	}
-
-	g, err := c.cg.Create(id, cgroups.Limits{
-		MemoryBytes: spec.Policy.Resources.MemoryBytes,
-		Pids:        spec.Policy.Resources.Pids,
-		CPUs:        spec.Policy.Resources.CPUs,
-	})
-	if err != nil {
-		return nil, sandbox.Wrap(op, nil, err)
-	}
-	u.push(func() { _ = g.Remove() })
-
 	cfg := &initConfig{Rootless: c.rootless,
 		ID: id, Root: dir, Workspace: ws, Workdir: workdirOf(spec),
 		Mounts: spec.Mounts, ReadOnly: spec.Policy.Filesystem.ReadOnly, Deny: spec.Policy.Filesystem.Deny,
@@ -165,6 +120,40 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		cfg.TmpBytes = min(d, defaultTmpBytes)
 	}
 	cfg.SessionTimeout = int64(spec.Policy.Resources.SessionTimeout)
+
+	// The host side is set up while the init starts (its Go runtime's
+	// start is the longest step of a session start): the init gets its
+	// descriptors with its config. What mounts on the host (a disk
+	// quota's image) or takes long (a snapshot's restore) is done before
+	// the init exists, whose mount namespace is a copy of the host's at
+	// its start.
+	late := spec.Policy.Resources.DiskBytes == 0 && spec.Snapshot == ""
+	if !late {
+		if err := c.prepareHost(ctx, &st, &u, spec, ws, uid, gid, adopt); err != nil {
+			return nil, err
+		}
+	}
+	g, err := c.cg.Create(id, cgroups.Limits{
+		MemoryBytes: spec.Policy.Resources.MemoryBytes,
+		Pids:        spec.Policy.Resources.Pids,
+		CPUs:        spec.Policy.Resources.CPUs,
+	})
+	if err != nil {
+		return nil, sandbox.Wrap(op, nil, err)
+	}
+	u.push(func() { _ = g.Remove() })
+	l, err := c.launchInit(cfg, g)
+	if err != nil {
+		return nil, sandbox.Wrap(op, nil, err)
+	}
+	defer l.close()
+	child = l.child
+	pid := child.proc.Pid
+	if late {
+		if err := c.prepareHost(ctx, &st, &u, spec, ws, uid, gid, adopt); err != nil {
+			return nil, err
+		}
+	}
 	if made := recordMadeDirs(ws, cfg); len(made) > 0 {
 		b, err := json.Marshal(made)
 		if err != nil {
@@ -177,33 +166,23 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		st.Handles["deadline"] = strconv.FormatInt(time.Now().Add(t).UnixNano(), 10)
 	}
 	st.Handles["socket"] = filepath.Join(dir, "control.sock")
+	st.Handles["init_pid"] = strconv.Itoa(pid)
 	// state.json is written while the init builds the sandbox, off the
 	// path of the start, and names the init from its first moment (so
-	// that gc finds it should this process die now). It lacks only the
-	// landlock report, which Resume asks the init for.
-	var saved chan error
-	child, report, err := c.startInit(ctx, dir, cfg, g, func(pid int) {
-		early := st
-		early.Handles = maps.Clone(st.Handles)
-		early.Handles["init_pid"] = strconv.Itoa(pid)
-		saved = make(chan error, 1)
-		go func() { saved <- writeState(dir, early) }()
-	})
-	pid := 0
-	if child != nil {
-		pid = child.proc.Pid
-		u.push(child.kill)
-	}
-	if saved != nil {
-		// Waited for even on failure: the undo removes the directory.
-		if serr := <-saved; serr != nil && err == nil {
-			err = serr
-		}
+	// that Delete finds it should this process die now). It lacks only
+	// the landlock report, which Resume asks the init for.
+	early := st
+	early.Handles = maps.Clone(st.Handles)
+	saved := make(chan error, 1)
+	go func() { saved <- writeState(dir, early) }()
+	report, err := l.configure(ctx, dir, cfg, g)
+	// Waited for even on failure: the undo removes the directory.
+	if serr := <-saved; serr != nil && err == nil {
+		err = serr
 	}
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
-	st.Handles["init_pid"] = strconv.Itoa(pid)
 	st.Handles["landlock"] = report
 
 	s := newSession(c, st, g)
@@ -219,6 +198,49 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	}
 	c.log.Debug("linux session started", "id", id, "init_pid", pid, "landlock", report, "limits", strings.Join(g.Enforced(), "; "))
 	return s, nil
+}
+
+// prepareHost makes the session directory and the workspace (fresh, on a
+// size-limited image, or seeded from a snapshot), each with its undo.
+func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, u *undo, spec sandbox.Spec, ws string, uid, gid int, adopt bool) error {
+	const op = "linux: create"
+	dir := st.Handles["state_dir"]
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return sandbox.Wrap(op, nil, fmt.Errorf("create session directory %s: %w", dir, err))
+	}
+	u.push(func() { _ = os.RemoveAll(dir) })
+	if spec.Workspace == "" {
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			return sandbox.Wrap(op, nil, fmt.Errorf("create workspace: %w", err))
+		}
+		u.push(func() { _ = os.RemoveAll(ws) })
+		st.OwnsWorkspace = true
+		if spec.Policy.Resources.DiskBytes > 0 {
+			img := filepath.Join(dir, "disk.img")
+			if err := mountDisk(ctx, img, ws, spec.Policy.Resources.DiskBytes, uid, gid); err != nil {
+				return sandbox.Wrap(op, nil, err)
+			}
+			st.Handles["disk_image"] = img
+			u.push(func() { unmountDisk(ws) })
+		}
+		if c.rootless {
+			// Already the sandbox user's: rootless, that user is us.
+		} else if err := os.Chown(ws, uid, gid); err != nil {
+			return sandbox.Wrap(op, nil, fmt.Errorf("give the workspace to %d:%d: %w", uid, gid, err))
+		}
+	}
+	if spec.Snapshot != "" {
+		if err := c.restore(ctx, spec.Snapshot, ws); err != nil {
+			return err
+		}
+		st.Snapshot = spec.Snapshot
+	}
+	st.Workspace = ws
+	if adopt {
+		st.OwnsWorkspace = true
+		st.Spec.Workspace = ""
+	}
+	return nil
 }
 
 // checkSpec refuses what this backend cannot do with a spec, before
@@ -421,72 +443,55 @@ func parseUser(s string) (int, int, error) {
 	return int(uid), int(gid), nil
 }
 
-// startInit re-executes the agentbox binary as the session's init in new
-// namespaces, moves it into the session's cgroups, sends it its config
-// and waits until it serves. It returns the init even on failure (when
-// one was started) so that the caller can kill it.
-func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group, started func(pid int)) (*initChild, string, error) {
-	args := initArgs{ID: cfg.ID}
-	trackDir, thread := g.Tracking()
-	if trackDir != "" {
+// launched is an init started but not yet configured: it boots while
+// the host side is set up, then gets its config and descriptors.
+type launched struct {
+	child *initChild
+	args  initArgs
+	setup *net.UnixConn
+	// early is what the init wrote to stdout and stderr before it had its
+	// log (a Go runtime's crash, say), read until the init replaces them.
+	early chan []byte
+}
+
+func (l *launched) close() { _ = l.setup.Close() }
+
+// launchInit re-executes the agentbox binary (or agentbox-init) as the
+// session's init in new namespaces, born in the session's cgroup2 group.
+// It holds only the setup socket pair's end; the numbers of the
+// descriptors configure sends (control socket, tracking and join group
+// directories) are held by placeholders, so that nothing else in the
+// init takes them.
+func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error) {
+	args := initArgs{ID: cfg.ID, Join: len(g.ThreadDirs())}
+	if trackDir, thread := g.Tracking(); trackDir != "" {
 		args.Tracking = "v2"
 		if thread {
 			args.Tracking = "v1"
 		}
 	}
-	sockPath := filepath.Join(dir, "control.sock")
-	ln, err := listenControl(sockPath)
-	if err != nil {
-		return nil, "", fmt.Errorf("listen on %s: %w", sockPath, err)
-	}
-	ln.SetUnlinkOnClose(false)
-	lnFile, err := ln.File()
-	ln.Close()
-	if err != nil {
-		return nil, "", fmt.Errorf("control socket file: %w", err)
-	}
-	defer lnFile.Close()
-
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, "", fmt.Errorf("setup socket pair: %w", err)
+		return nil, fmt.Errorf("setup socket pair: %w", err)
 	}
 	parentEnd := os.NewFile(uintptr(pair[0]), "setup")
 	childEnd := os.NewFile(uintptr(pair[1]), "setup-init")
 	defer parentEnd.Close()
 	defer childEnd.Close()
-
-	extra := []*os.File{childEnd, lnFile, nil}
-	if trackDir != "" {
-		tf, err := os.Open(trackDir)
-		if err != nil {
-			return nil, "", fmt.Errorf("open tracking group %s: %w", trackDir, err)
-		}
-		defer tf.Close()
-		extra[2] = tf
-	} else {
-		// fd 5 must still be taken so the join fds keep their numbers.
-		devnull, err := os.Open(os.DevNull)
-		if err != nil {
-			return nil, "", err
-		}
-		defer devnull.Close()
-		extra[2] = devnull
-	}
-	for _, d := range g.ThreadDirs() {
-		f, err := os.Open(d)
-		if err != nil {
-			return nil, "", fmt.Errorf("open group %s: %w", d, err)
-		}
-		defer f.Close()
-		extra = append(extra, f)
-		args.Join++
-	}
-	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	placeholder, err := os.Open(os.DevNull)
 	if err != nil {
-		return nil, "", fmt.Errorf("create init log: %w", err)
+		return nil, err
 	}
-	defer logf.Close()
+	defer placeholder.Close()
+	extra := []*os.File{childEnd, placeholder, placeholder} // fdSetup, fdControl, fdTracking
+	for i := 0; i < args.Join; i++ {
+		extra = append(extra, placeholder)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer outW.Close()
 
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if cfg.Network != sandbox.NetworkHost {
@@ -506,7 +511,8 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		gidMaps = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: os.Getegid(), Size: 1}}
 		last, err := lastCap() // this kernel's, not the headers': an unknown one cannot be raised
 		if err != nil {
-			return nil, "", fmt.Errorf("rootless: %w", err)
+			outR.Close()
+			return nil, fmt.Errorf("rootless: %w", err)
 		}
 		for c := uintptr(0); c <= uintptr(last); c++ {
 			ambient = append(ambient, c)
@@ -517,8 +523,8 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 		Args:       append([]string{initMarker}, args.argv()...),
 		Env:        []string{"GOMAXPROCS=2", "GOGC=50"},
 		Dir:        "/",
-		Stdout:     logf,
-		Stderr:     logf,
+		Stdout:     outW,
+		Stderr:     outW,
 		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  flags,
@@ -551,44 +557,117 @@ func (c *Client) startInit(ctx context.Context, dir string, cfg *initConfig, g *
 			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
 		err = cmd.Start()
 	}
+	outW.Close()
 	if err != nil {
-		return nil, "", fmt.Errorf("start init %s: %w", c.exe, err)
+		outR.Close()
+		return nil, fmt.Errorf("start init %s: %w", c.exe, err)
 	}
-	pid := cmd.Process.Pid
-	started(pid)
-	child := &initChild{proc: cmd.Process, reaped: make(chan struct{})}
+	l := &launched{child: &initChild{proc: cmd.Process, reaped: make(chan struct{})}, args: args, early: make(chan []byte, 1)}
 	go func() { // reap it if it ends while we live
 		_ = cmd.Wait()
-		close(child.reaped)
+		close(l.child.reaped)
 	}()
-	if !bornInGroup {
-		if err := g.AddV2(pid); err != nil {
-			return child, "", err
-		}
-	}
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(outR, 4<<10))
+		outR.Close()
+		l.early <- b
+	}()
 	conn, err := net.FileConn(parentEnd)
 	if err != nil {
-		return child, "", fmt.Errorf("setup socket: %w", err)
+		l.child.kill()
+		return nil, fmt.Errorf("setup socket: %w", err)
 	}
-	defer conn.Close()
-	uc := conn.(*net.UnixConn)
+	l.setup = conn.(*net.UnixConn)
+	if !bornInGroup {
+		if err := g.AddV2(cmd.Process.Pid); err != nil {
+			l.child.kill()
+			l.close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// configure gives the launched init its control socket, log and group
+// directories with its config, and waits until it serves (or says why it
+// cannot).
+func (l *launched) configure(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group) (string, error) {
+	sockPath := filepath.Join(dir, "control.sock")
+	ln, err := listenControl(sockPath)
+	if err != nil {
+		return "", fmt.Errorf("listen on %s: %w", sockPath, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return "", fmt.Errorf("control socket file: %w", err)
+	}
+	defer lnFile.Close()
+	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("create init log: %w", err)
+	}
+	defer logf.Close()
+	files := []*os.File{lnFile, logf}
+	if trackDir, _ := g.Tracking(); trackDir != "" {
+		tf, err := os.Open(trackDir)
+		if err != nil {
+			return "", fmt.Errorf("open tracking group %s: %w", trackDir, err)
+		}
+		defer tf.Close()
+		files = append(files, tf)
+	} else {
+		// The slot stays: the join directories keep their numbers.
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			return "", err
+		}
+		defer devnull.Close()
+		files = append(files, devnull)
+	}
+	dirs := g.ThreadDirs()
+	if len(dirs) != l.args.Join {
+		return "", fmt.Errorf("the session has %d v1 groups, the init was started for %d", len(dirs), l.args.Join)
+	}
+	for _, d := range dirs {
+		f, err := os.Open(d)
+		if err != nil {
+			return "", fmt.Errorf("open group %s: %w", d, err)
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
 	deadline := time.Now().Add(startTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	_ = uc.SetDeadline(deadline)
-	if err := send(uc, cfg); err != nil {
-		return child, "", fmt.Errorf("send config to init: %w", err)
+	_ = l.setup.SetDeadline(deadline)
+	if err := send(l.setup, cfg, files...); err != nil {
+		return "", fmt.Errorf("send config to init: %w%s", err, l.earlyOutput())
 	}
-	childEnd.Close()
 	var ready initReady
-	if _, err := recv(uc, &ready, maxReply); err != nil {
-		return child, "", fmt.Errorf("wait for init to be ready: %w%s", err, initLogTail(dir))
+	if _, err := recv(l.setup, &ready, maxReply); err != nil {
+		return "", fmt.Errorf("wait for init to be ready: %w%s%s", err, l.earlyOutput(), initLogTail(dir))
 	}
 	if ready.Error != "" {
-		return child, "", fmt.Errorf("init: %s", ready.Error)
+		return "", fmt.Errorf("init: %s", ready.Error)
 	}
-	return child, ready.Landlock, nil
+	return ready.Landlock, nil
+}
+
+// earlyOutput is what the init wrote before it had its log, for error
+// messages; it waits briefly for the init to be gone or to have moved on.
+func (l *launched) earlyOutput() string {
+	select {
+	case b := <-l.early:
+		l.early <- b
+		if len(b) > 0 {
+			return " (init output: " + strings.TrimSpace(string(b)) + ")"
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+	return ""
 }
 
 // initLogTail is the end of a session's init log, for error messages.

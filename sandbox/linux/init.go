@@ -90,22 +90,27 @@ func runInit() error {
 	if err != nil {
 		return err
 	}
-	// The spawning thread joins the session's cgroups at once, while the
-	// root is built, each by writing itself in (see moveSelf: no RCU grace
-	// period). It is confined once the root is built.
-	sp := startSpawner(args)
 	setupConn, err := fileUnixConn(fdSetup, "setup")
 	if err != nil {
 		return err
 	}
 	var cfg initConfig
-	if _, err := recv(setupConn, &cfg, maxPacket); err != nil {
+	passed, err := recv(setupConn, &cfg, maxPacket)
+	if err != nil {
 		return fmt.Errorf("read config: %w", err)
+	}
+	if err := placeDescriptors(passed, args.Join); err != nil {
+		_ = send(setupConn, initReady{Error: err.Error()})
+		return err
 	}
 	if err := closeInherited(fdJoinFirst + args.Join); err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
 		return err
 	}
+	// The spawning thread joins the session's cgroups at once, while the
+	// root is built, each by writing itself in (see moveSelf: no RCU grace
+	// period), and drops its privileges; landlock follows the root.
+	sp := startSpawner(args)
 	st, err := prepareInit(&cfg, sp)
 	if err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
@@ -132,6 +137,42 @@ func runInit() error {
 		})
 	}
 	return st.serve(ln)
+}
+
+// placeDescriptors puts what came with the config where the init uses
+// it: the control socket at fdControl, the log on stdout and stderr, the
+// tracking group at fdTracking, the v1 groups from fdJoinFirst on. Those
+// numbers (and stdout, stderr) hold placeholders from the init's start,
+// so no received descriptor has one of them and no other descriptor of
+// this process is replaced.
+func placeDescriptors(files []*os.File, join int) error {
+	defer closeAll(files)
+	if len(files) != 3+join {
+		return fmt.Errorf("the config came with %d descriptors, want %d", len(files), 3+join)
+	}
+	place := func(f *os.File, fd, flags int) error {
+		if err := unix.Dup3(int(f.Fd()), fd, flags); err != nil {
+			return fmt.Errorf("place descriptor %d: %w", fd, err)
+		}
+		return nil
+	}
+	if err := place(files[0], fdControl, unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	for _, fd := range []int{1, 2} {
+		if err := place(files[1], fd, 0); err != nil {
+			return err
+		}
+	}
+	if err := place(files[2], fdTracking, unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	for i := 0; i < join; i++ {
+		if err := place(files[3+i], fdJoinFirst+i, unix.O_CLOEXEC); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // closeInherited closes every descriptor the init inherited beyond the

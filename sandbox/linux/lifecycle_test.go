@@ -241,3 +241,26 @@ func TestDeleteByIDEndsTheInit(t *testing.T) {
 		t.Errorf("session directory left after Delete by id: %v", err)
 	}
 }
+
+// An init that dies before it has its log still explains itself: what
+// it wrote until then is in Create's error, and nothing is left behind.
+func TestAnInitThatDiesAtOnceIsReportedWithItsOutput(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the linux backend needs root")
+	}
+	dir := t.TempDir()
+	c, err := New(Options{StateDir: dir, InitBinary: "/bin/sh"}) // sh cannot open its "script", id=...
+	if err != nil {
+		t.Skipf("linux backend unavailable: %v", err)
+	}
+	_, err = c.Create(context.Background(), sandbox.Spec{})
+	if err == nil {
+		t.Fatal("create with an init that is not one succeeded")
+	}
+	if !strings.Contains(err.Error(), "init output:") || !strings.Contains(err.Error(), "id=") {
+		t.Errorf("create error lacks what the init wrote: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("state directory not empty after the failed create: %v", names(entries))
+	}
+}

@@ -75,6 +75,10 @@ type initInfo struct {
 const (
 	maxPacket = 1 << 20
 	maxReply  = 16 << 10
+	// maxPassed is how many descriptors one packet may carry: the most is
+	// the init's config (control socket, log, tracking group and up to
+	// eight v1 groups).
+	maxPassed = 16
 )
 
 // send writes one JSON packet with optional file descriptors.
@@ -101,7 +105,7 @@ func send(c *net.UnixConn, v any, files ...*os.File) error {
 // recv reads one JSON packet of at most limit bytes into v and returns the descriptors that came
 // with it. io.EOF means the peer closed the connection.
 func recv(c *net.UnixConn, v any, limit int) ([]*os.File, error) {
-	oob := make([]byte, unix.CmsgSpace(4*8))
+	oob := make([]byte, unix.CmsgSpace(4*maxPassed))
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err
