@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -60,28 +59,12 @@ func TestTimeoutKillsCommandThatClosesItsOutput(t *testing.T) {
 // reported as timed out and killed within a few seconds of the timeout.
 func timesOut(t *testing.T, sess sandbox.Session, req sandbox.ExecRequest) {
 	t.Helper()
-	type result struct {
-		res sandbox.ExecResult
-		err error
+	res, took, err := execWithin(t, sess, req, req.Timeout+15*time.Second)
+	if err != nil {
+		t.Fatalf("exec: %v", err)
 	}
-	done := make(chan result, 1)
-	start := time.Now()
-	go func() {
-		res, err := sess.Exec(context.Background(), req)
-		done <- result{res, err}
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(req.Timeout + 15*time.Second):
-		t.Fatalf("the command with a %s timeout still runs after %s", req.Timeout, time.Since(start).Round(time.Millisecond))
-	}
-	took := time.Since(start)
-	if r.err != nil {
-		t.Fatalf("exec: %v", r.err)
-	}
-	if !r.res.TimedOut || r.res.Signal != "SIGKILL" {
-		t.Fatalf("result %+v; want timed out and killed by SIGKILL", r.res.ExitStatus)
+	if !res.TimedOut || res.Signal != "SIGKILL" {
+		t.Fatalf("result %+v; want timed out and killed by SIGKILL", res.ExitStatus)
 	}
 	if took > req.Timeout+5*time.Second {
 		t.Errorf("the %s timeout took %s to end the command", req.Timeout, took.Round(time.Millisecond))
