@@ -36,11 +36,11 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		}
 		return s, nil
 	}
-	if initAlive(initPidOf(c, st), st.ID) {
+	if pid := initPidOf(c, st); initAlive(pid, st.ID) {
 		// Alive but not answering: starting (its state is written before
 		// it serves) or wedged. Either way not gone, so not rebuilt over.
 		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "linux: resume %s: its init (pid %d) is alive but does not answer on %s yet; retry, or Delete it",
-			st.ID, initPidOf(c, st), st.Handles["socket"])
+			st.ID, pid, st.Handles["socket"])
 	}
 	// The sandbox is gone: clear what is left of it, keep the workspace.
 	keep := st
