@@ -18,7 +18,7 @@ func TestStateDirFromTheEnvironmentMustBePrivate(t *testing.T) {
 	}
 	for dir, want := range map[string]string{
 		"relative/dir": "absolute path",
-		open:           "writable by others",
+		open:           "open to others",
 	} {
 		_, err := checkStateDir(dir)
 		if err == nil || !strings.Contains(err.Error(), want) {

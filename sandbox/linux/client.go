@@ -276,6 +276,46 @@ func userNamespacesAllowed() error {
 	return nil
 }
 
+// CheckStateDir makes sure dir can hold a user's session state and
+// returns it cleaned: absolute, made (mode 0700) if missing, owned by
+// the caller and writable by no one else (privateDir), below directories
+// only root or the caller can change, or sticky ones like /tmp. Threat:
+// another user renaming or planting session directories, sockets or
+// workspaces, there or on the way there. New checks no more than the
+// directory itself: callers that take a directory from outside (the
+// CLI's AGENTBOX_STATE_DIR) check it here first.
+func CheckStateDir(dir string) (string, error) {
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("state directory %s: must be an absolute path", dir)
+	}
+	dir = filepath.Clean(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return "", fmt.Errorf("create state directory %s: %w", dir, err)
+	}
+	if err := privateDir(dir, 0o022); err != nil {
+		return "", err
+	}
+	me := os.Geteuid()
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return "", fmt.Errorf("state directory %s: %w", dir, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !fi.IsDir():
+			return "", fmt.Errorf("state directory %s: %s is not a directory (a symlink?)", dir, d)
+		case !ok || (int(st.Uid) != me && st.Uid != 0):
+			return "", fmt.Errorf("state directory %s: %s belongs to uid %d, neither you nor root", dir, d, st.Uid)
+		case fi.Mode().Perm()&0o022 != 0 && fi.Mode()&os.ModeSticky == 0:
+			return "", fmt.Errorf("state directory %s: %s is writable by others (%s) and not sticky", dir, d, fi.Mode().Perm())
+		}
+		if d == "/" {
+			return dir, nil
+		}
+	}
+}
+
 // privateDir makes dir (mode 0700) if it is missing and checks that it is
 // this user's own: a real directory, owned by the effective uid, with
 // none of the open permission bits (0o077: no one else can enter; 0o022:
