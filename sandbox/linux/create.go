@@ -695,12 +695,21 @@ type initChild struct {
 // kill ends the init and with it its pid namespace, and waits (up to two
 // seconds) for it to be reaped.
 func (ch *initChild) kill() {
+	ch.signal()
+	ch.wait()
+}
+
+// signal sends the init SIGKILL, unless it is reaped already.
+func (ch *initChild) signal() {
 	select {
 	case <-ch.reaped:
-		return
 	default:
+		_ = ch.proc.Signal(os.Kill) // a pidfd: safe even if it was just reaped
 	}
-	_ = ch.proc.Signal(os.Kill) // a pidfd: safe even if it was just reaped
+}
+
+// wait waits (up to two seconds) for the init to be reaped.
+func (ch *initChild) wait() {
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
 	select {

@@ -295,7 +295,11 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 
 // Stop ends the sandbox's processes and cgroups but keeps the workspace
 // and the state directory, so the session can be resumed (rebuilt).
-func (s *session) Stop(ctx context.Context) error {
+func (s *session) Stop(ctx context.Context) error { return s.stop(nil) }
+
+// stop is Stop; meanwhile, when not nil, runs after the init is sent
+// its SIGKILL and before its death is waited for.
+func (s *session) stop(meanwhile func()) error {
 	s.mu.Lock()
 	if s.root != nil {
 		_ = s.root.Close()
@@ -306,9 +310,16 @@ func (s *session) Stop(ctx context.Context) error {
 	// SIGKILL to the init, pid 1 of the session's pid namespace, kills
 	// every process in it: no request to the init is needed first.
 	if s.child != nil {
-		s.child.kill()
+		s.child.signal()
+		if meanwhile != nil {
+			meanwhile()
+		}
+		s.child.wait()
 	} else {
 		killInit(s.initPid(), s.st.ID)
+		if meanwhile != nil {
+			meanwhile()
+		}
 	}
 	if err := s.g.Remove(); err != nil {
 		return sandbox.Wrap("linux: stop", nil, err)
@@ -327,13 +338,30 @@ func (s *session) Close(ctx context.Context) error {
 	s.closed = true
 	s.mu.Unlock()
 	var errs []error
-	if err := s.Stop(ctx); err != nil {
+	// The directories only this session uses go while its init dies (the
+	// teardown of its namespaces and mounts is the longest step of a
+	// close); release, once it is dead, removes anything a dying command
+	// wrote meanwhile, and the rest.
+	if err := s.stop(func() { s.c.removeOwnDirs(s.st) }); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.c.release(s.st); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// removeOwnDirs removes, as far as it can, the session directory and the
+// workspace when the session made it and it is not a mounted disk image.
+// It may run while the session's processes die, so what it leaves (and
+// every error) is release's to retry and report.
+func (c *Client) removeOwnDirs(st sandbox.State) {
+	if st.OwnsWorkspace && st.Workspace != "" && st.Handles["disk_image"] == "" {
+		_ = os.RemoveAll(st.Workspace)
+	}
+	if dir := st.Handles["state_dir"]; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // release removes what a stopped session owns on the host.
