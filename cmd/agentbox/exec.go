@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,8 +74,11 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if what := wf.fullOnly(spec); what != "" && handOff != nil {
 				return handOff("exec " + what)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, armed, stop := interruptible(cmd.Context())
 			defer stop()
+			if wf.makesFiles() {
+				armed() // an interrupt must not leave what prepare makes behind
+			}
 			pw, err := wf.prepare(ctx, &spec, f.user != "")
 			if err != nil {
 				return &exitError{code: exitCode, err: fmt.Errorf("exec: %w", err)}
@@ -96,6 +97,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if err != nil {
 				return &exitError{code: exitCode, err: err}
 			}
+			armed() // before the session exists
 			code, err := runExec(ctx, client, spec, args, execIO{
 				json: asJSON, tty: tty, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
 				saveSnapshot: wf.saveSnapshot,

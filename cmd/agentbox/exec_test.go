@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // leakProbe lists what a failed or finished `exec` could leave behind:
@@ -148,5 +152,48 @@ func TestExecExitStatusSaysTimeoutAndHostEnvIsNotInherited(t *testing.T) {
 	}
 	if strings.Contains(string(out), "hunter2") || !strings.Contains(string(out), "GIVEN=yes") {
 		t.Errorf("sandbox environment:\n%s", out)
+	}
+}
+
+// An interrupt (Ctrl-C) while the command runs ends it, and the session
+// goes with it: the signal is caught (not the default exit) from before
+// the session exists.
+func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin := agentboxBinary(t)
+	tmp := t.TempDir()
+	before := leakProbe(t, tmp)
+	cmd := exec.Command(bin, "exec", "--", "sh", "-c", "echo up; exec sleep 60")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "up\n" {
+		t.Fatalf("waiting for the command to run: %q, %v (stderr %s)", line, err, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err = <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("agentbox exec did not end within 10s of SIGINT")
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitCode || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("interrupted exec: %v, stderr %q; want status %d saying it was interrupted", err, stderr.String(), exitCode)
+	}
+	if leaked := diff(before, leakProbe(t, tmp)); len(leaked) > 0 {
+		t.Errorf("an interrupted exec left behind: %v", leaked)
 	}
 }

@@ -46,6 +46,9 @@ type preparedWorkspace struct {
 	cleanup func()
 }
 
+// makesFiles is false: prepare makes nothing in the lean build.
+func (w *workspaceFlags) makesFiles() bool { return false }
+
 // prepare has nothing to prepare in the lean build: what would need it
 // was handed off (fullOnly).
 func (w *workspaceFlags) prepare(_ context.Context, spec *sandbox.Spec, _ bool) (*preparedWorkspace, error) {
