@@ -9,13 +9,13 @@ import (
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -148,7 +148,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	}
 	defer l.close()
 	child = l.child
-	pid := child.proc.Pid
+	pid := child.pid
 	if late {
 		if err := c.prepareHost(ctx, &st, &u, spec, ws, uid, gid, adopt); err != nil {
 			return nil, err
@@ -483,22 +483,23 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 		return nil, err
 	}
 	defer placeholder.Close()
-	extra := []*os.File{childEnd, placeholder, placeholder} // fdSetup, fdControl, fdTracking
-	for i := 0; i < args.Join; i++ {
-		extra = append(extra, placeholder)
-	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer outW.Close()
+	// stdin, stdout, stderr, then fdSetup, fdControl, fdTracking and the
+	// join directories from fdJoinFirst.
+	files := []uintptr{placeholder.Fd(), outW.Fd(), outW.Fd(), childEnd.Fd(), placeholder.Fd(), placeholder.Fd()}
+	for i := 0; i < args.Join; i++ {
+		files = append(files, placeholder.Fd())
+	}
 
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if cfg.Network != sandbox.NetworkHost {
 		flags |= unix.CLONE_NEWNET
 	}
-	var uidMaps, gidMaps []syscall.SysProcIDMap
-	var ambient []uintptr
+	sys := &syscall.SysProcAttr{Cloneflags: flags, Setsid: true}
 	if cfg.Rootless {
 		// A user namespace of the session's own in which the sandbox
 		// user is the only id and maps to ours (an unprivileged map can
@@ -506,67 +507,47 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 		// keeps the capabilities it needs to build the sandbox (over its
 		// own namespaces only) as ambient ones across its execve; the
 		// spawning thread drops them all, as it does as root.
-		flags |= unix.CLONE_NEWUSER
-		uidMaps = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: os.Geteuid(), Size: 1}}
-		gidMaps = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: os.Getegid(), Size: 1}}
+		sys.Cloneflags |= unix.CLONE_NEWUSER
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: os.Geteuid(), Size: 1}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: os.Getegid(), Size: 1}}
 		last, err := lastCap() // this kernel's, not the headers': an unknown one cannot be raised
 		if err != nil {
 			outR.Close()
 			return nil, fmt.Errorf("rootless: %w", err)
 		}
 		for c := uintptr(0); c <= uintptr(last); c++ {
-			ambient = append(ambient, c)
+			sys.AmbientCaps = append(sys.AmbientCaps, c)
 		}
-	}
-	cmd := &exec.Cmd{
-		Path:       c.exe,
-		Args:       append([]string{initMarker}, args.argv()...),
-		Env:        []string{"GOMAXPROCS=2", "GOGC=50"},
-		Dir:        "/",
-		Stdout:     outW,
-		Stderr:     outW,
-		ExtraFiles: extra,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:  flags,
-			Setsid:      true,
-			UidMappings: uidMaps,
-			GidMappings: gidMaps,
-			AmbientCaps: ambient,
-		},
 	}
 	// The init joins the cgroup2 group whole, born in it (clone3 with
 	// CLONE_INTO_CGROUP: no migration of a running process, which costs
 	// an RCU grace period); on v1 only its spawning thread joins the
 	// limits (see cgroups.Group.ThreadDirs), so the init's own threads
 	// neither use up pids.max nor are OOM candidates.
-	bornInGroup := false
 	if v2 := g.Dir("v2"); v2 != "" {
 		if gf, err := os.Open(v2); err == nil {
 			defer gf.Close()
-			cmd.SysProcAttr.UseCgroupFD = true
-			cmd.SysProcAttr.CgroupFD = int(gf.Fd())
-			bornInGroup = true
+			sys.UseCgroupFD = true
+			sys.CgroupFD = int(gf.Fd())
 		}
 	}
-	err = cmd.Start()
-	if err != nil && bornInGroup {
+	// syscall.ForkExec, not os/exec: the os package probes once per
+	// process that pidfds work by forking a child of its own, ~0.1 ms
+	// of every CLI run; initChild needs no pidfd (see there).
+	attr := &syscall.ProcAttr{Dir: "/", Env: []string{"GOMAXPROCS=2", "GOGC=50"}, Files: files, Sys: sys}
+	argv := append([]string{initMarker}, args.argv()...)
+	pid, err := syscall.ForkExec(c.exe, argv, attr)
+	if err != nil && sys.UseCgroupFD {
 		// Kernels before 5.7 have no clone3 into a cgroup: move it after.
-		cmd.SysProcAttr.UseCgroupFD = false
-		bornInGroup = false
-		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env, Dir: cmd.Dir, Stdout: cmd.Stdout,
-			Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
-		err = cmd.Start()
+		sys.UseCgroupFD = false
+		pid, err = syscall.ForkExec(c.exe, argv, attr)
 	}
 	outW.Close()
 	if err != nil {
 		outR.Close()
 		return nil, fmt.Errorf("start init %s: %w", c.exe, err)
 	}
-	l := &launched{child: &initChild{proc: cmd.Process, reaped: make(chan struct{})}, args: args, early: make(chan []byte, 1)}
-	go func() { // reap it if it ends while we live
-		_ = cmd.Wait()
-		close(l.child.reaped)
-	}()
+	l := &launched{child: newInitChild(pid), args: args, early: make(chan []byte, 1)}
 	go func() {
 		b, _ := io.ReadAll(io.LimitReader(outR, 4<<10))
 		outR.Close()
@@ -578,8 +559,8 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 		return nil, fmt.Errorf("setup socket: %w", err)
 	}
 	l.setup = conn.(*net.UnixConn)
-	if !bornInGroup {
-		if err := g.AddV2(cmd.Process.Pid); err != nil {
+	if !sys.UseCgroupFD {
+		if err := g.AddV2(pid); err != nil {
 			l.child.kill()
 			l.close()
 			return nil, err
@@ -683,13 +664,40 @@ func initLogTail(dir string) string {
 }
 
 // initChild is an init this process started: its exit can be waited for
-// without polling, and it can be signalled with no pid reuse race.
+// without polling, and it can be signalled with no pid reuse race (a
+// child's pid is not reused before its parent reaps it, and the reaper
+// marks it done first).
 type initChild struct {
-	proc *os.Process
+	pid  int
+	mu   sync.Mutex
+	done bool // exited: it is reaped, or about to be
 	// reaped is closed once the init has been waited for: its pid
 	// namespace is gone and it has left its cgroups, which can then be
 	// removed at once (a zombie still holds them: rmdir says EBUSY).
 	reaped chan struct{}
+}
+
+// newInitChild starts reaping the init pid as soon as it exits.
+func newInitChild(pid int) *initChild {
+	ch := &initChild{pid: pid, reaped: make(chan struct{})}
+	go func() {
+		// Waited for without reaping (WNOWAIT): the pid stays the init's
+		// zombie, and so safe to signal, until done is set.
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		ch.mu.Lock()
+		ch.done = true
+		ch.mu.Unlock()
+		var ws unix.WaitStatus
+		for {
+			if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+				break
+			}
+		}
+		close(ch.reaped)
+	}()
+	return ch
 }
 
 // kill ends the init and with it its pid namespace, and waits (up to two
@@ -699,12 +707,12 @@ func (ch *initChild) kill() {
 	ch.wait()
 }
 
-// signal sends the init SIGKILL, unless it is reaped already.
+// signal sends the init SIGKILL, unless it has exited already.
 func (ch *initChild) signal() {
-	select {
-	case <-ch.reaped:
-	default:
-		_ = ch.proc.Signal(os.Kill) // a pidfd: safe even if it was just reaped
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.done {
+		_ = unix.Kill(ch.pid, unix.SIGKILL)
 	}
 }
 
