@@ -63,13 +63,17 @@ func runInit() error {
 	// handler for, and Go handles them all). They are caught and dropped,
 	// not ignored: an ignored disposition would be inherited by every
 	// command across exec, a caught one is reset to the default.
-	// Subscribing costs ~3 ms (the runtime hands each signal to its
-	// signal-mask thread and waits for it, and this goroutine is locked
-	// to the main thread): it runs alongside the set-up, and the init
-	// waits for it before it reports ready, that is before any command
-	// can exist.
+	// Subscribing takes ~1 ms here (the runtime hands each signal to its
+	// signal-mask thread, which must start first, and waits for it): it
+	// runs alongside the set-up, and the init waits for it before it
+	// reports ready, that is before any command can exist. SIGCHLD, for
+	// the reaper, is subscribed to here too, as early: a SIGCHLD
+	// delivered before signal.Notify would be lost, and its command never
+	// reaped.
 	caught := make(chan struct{})
+	children := make(chan os.Signal, 16)
 	go func() {
+		signal.Notify(children, syscall.SIGCHLD)
 		drop := make(chan os.Signal, 16)
 		signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
 			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE,
@@ -90,6 +94,7 @@ func runInit() error {
 	if err != nil {
 		return err
 	}
+	sp := startSpawner(args)
 	setupConn, err := fileUnixConn(fdSetup, "setup")
 	if err != nil {
 		return err
@@ -107,11 +112,11 @@ func runInit() error {
 		_ = send(setupConn, initReady{Error: err.Error()})
 		return err
 	}
-	// The spawning thread joins the session's cgroups at once, while the
-	// root is built, each by writing itself in (see moveSelf: no RCU grace
+	// The spawning thread joins the session's cgroups now, while the root
+	// is built, each by writing itself in (see moveSelf: no RCU grace
 	// period), and drops its privileges; landlock follows the root.
-	sp := startSpawner(args)
-	st, err := prepareInit(&cfg, sp)
+	close(sp.begin)
+	st, err := prepareInit(&cfg, sp, children)
 	if err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
 		return err
@@ -203,9 +208,9 @@ func closeInherited(keep int) error {
 	return nil
 }
 
-// prepareInit builds the sandbox around the init and confines the
-// spawning thread.
-func prepareInit(cfg *initConfig, sp *spawner) (*initState, error) {
+// prepareInit builds the sandbox around the init, confines the spawning
+// thread and starts the reaper, which children delivers SIGCHLD to.
+func prepareInit(cfg *initConfig, sp *spawner, children <-chan os.Signal) (*initState, error) {
 	// The host name and the loopback belong to the session's own uts and
 	// net namespaces, not to its mounts: they are set up beside the root.
 	named := make(chan error, 1)
@@ -235,11 +240,7 @@ func prepareInit(cfg *initConfig, sp *spawner) (*initState, error) {
 		return nil, err
 	}
 	st := &initState{cfg: cfg, sp: sp, report: report, waiters: map[int]chan syscall.WaitStatus{}}
-	// Subscribe before the first command can exist: a SIGCHLD delivered
-	// before signal.Notify would be lost, and its command never reaped.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD)
-	go st.reap(sigs)
+	go st.reap(children)
 	return st, nil
 }
 
