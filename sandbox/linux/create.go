@@ -533,7 +533,10 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 	}
 	// syscall.ForkExec, not os/exec: the os package probes once per
 	// process that pidfds work by forking a child of its own, ~0.1 ms
-	// of every CLI run; initChild needs no pidfd (see there).
+	// of every CLI run. The pidfd comes with the clone (CLONE_PIDFD);
+	// a kernel before 5.2 leaves it -1, and initChild does without.
+	pidfd := -1
+	sys.PidFD = &pidfd
 	attr := &syscall.ProcAttr{Dir: "/", Env: []string{"GOMAXPROCS=2", "GOGC=50"}, Files: files, Sys: sys}
 	argv := append([]string{initMarker}, args.argv()...)
 	pid, err := syscall.ForkExec(c.exe, argv, attr)
@@ -547,7 +550,7 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 		outR.Close()
 		return nil, fmt.Errorf("start init %s: %w", c.exe, err)
 	}
-	l := &launched{child: newInitChild(pid), args: args, early: make(chan []byte, 1)}
+	l := &launched{child: newInitChild(pid, pidfd), args: args, early: make(chan []byte, 1)}
 	go func() {
 		b, _ := io.ReadAll(io.LimitReader(outR, 4<<10))
 		outR.Close()
@@ -663,14 +666,19 @@ func initLogTail(dir string) string {
 	return " (init log: " + strings.TrimSpace(string(b)) + ")"
 }
 
-// initChild is an init this process started: its exit can be waited for
-// without polling, and it can be signalled with no pid reuse race (a
-// child's pid is not reused before its parent reaps it, and the reaper
-// marks it done first).
+// initChild is an init this process started: its exit is waited for
+// without polling and without a thread blocked in wait (which keeps the
+// runtime's sysmon waking every 20 µs, on the CPU the init starts on),
+// and it is signalled with no pid reuse race.
 type initChild struct {
-	pid  int
+	pid int
+	// pidfd, when the kernel gave one, is what the init is waited for
+	// (in the network poller) and signalled through.
+	pidfd *os.File
+	// Without a pidfd, a thread waits without reaping (WNOWAIT), so the
+	// pid stays the init's zombie, safe to signal, until done is set.
 	mu   sync.Mutex
-	done bool // exited: it is reaped, or about to be
+	done bool
 	// reaped is closed once the init has been waited for: its pid
 	// namespace is gone and it has left its cgroups, which can then be
 	// removed at once (a zombie still holds them: rmdir says EBUSY).
@@ -678,26 +686,54 @@ type initChild struct {
 }
 
 // newInitChild starts reaping the init pid as soon as it exits.
-func newInitChild(pid int) *initChild {
+func newInitChild(pid, pidfd int) *initChild {
 	ch := &initChild{pid: pid, reaped: make(chan struct{})}
-	go func() {
-		// Waited for without reaping (WNOWAIT): the pid stays the init's
-		// zombie, and so safe to signal, until done is set.
-		var info unix.Siginfo
-		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	if pidfd >= 0 {
+		if f, err := pidfdFile(pidfd); err == nil {
+			ch.pidfd = f
+			go ch.reapPidfd()
+			return ch
 		}
-		ch.mu.Lock()
-		ch.done = true
-		ch.mu.Unlock()
-		var ws unix.WaitStatus
-		for {
-			if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
-				break
-			}
-		}
-		close(ch.reaped)
-	}()
+	}
+	go ch.reapPid()
 	return ch
+}
+
+// reapPidfd reaps the init once its pidfd turns readable: it has exited.
+func (ch *initChild) reapPidfd() {
+	defer close(ch.reaped)
+	defer ch.pidfd.Close()
+	rc, err := ch.pidfd.SyscallConn()
+	if err != nil {
+		ch.reapPid()
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil)
+		// Reaped (a non-zero pid in info), or nothing left to wait for;
+		// else not exited yet: wait for the pidfd.
+		return err != nil || info.Signo != 0
+	})
+}
+
+// reapPid is the wait without a pidfd.
+func (ch *initChild) reapPid() {
+	var info unix.Siginfo
+	for unix.Waitid(unix.P_PID, ch.pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+	}
+	ch.mu.Lock()
+	ch.done = true
+	ch.mu.Unlock()
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(ch.pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	if ch.pidfd == nil {
+		close(ch.reaped)
+	}
 }
 
 // kill ends the init and with it its pid namespace, and waits (up to two
@@ -709,6 +745,13 @@ func (ch *initChild) kill() {
 
 // signal sends the init SIGKILL, unless it has exited already.
 func (ch *initChild) signal() {
+	if ch.pidfd != nil {
+		if rc, err := ch.pidfd.SyscallConn(); err == nil {
+			// Control fails once the reaper has closed the pidfd.
+			_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
+		}
+		return
+	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if !ch.done {
