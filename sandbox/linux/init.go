@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -66,35 +67,30 @@ func runInit() error {
 	// threads for new goroutines one after the other (~0.3 ms each here),
 	// oldest goroutine first, and the root soon waits for this one.
 	sp := startSpawner(args)
-	// Catchable signals from inside the sandbox must not end the init
-	// (the kernel spares a pid namespace's init only signals it has no
-	// handler for, and Go handles them all). They are caught and dropped,
-	// not ignored: an ignored disposition would be inherited by every
-	// command across exec, a caught one is reset to the default.
-	// Subscribing takes ~1 ms here (the runtime hands each signal to its
-	// signal-mask thread, which must start first, and waits for it): it
-	// runs alongside the set-up, and the init waits for it before it
-	// reports ready, that is before any command can exist. SIGCHLD, for
-	// the reaper, is subscribed to here too, as early: a SIGCHLD
-	// delivered before signal.Notify would be lost, and its command never
-	// reaped.
+	// Catchable signals from inside the sandbox must not end the init.
+	// The kernel spares a pid namespace's init every signal it has no
+	// handler for (all but SIGKILL and SIGSTOP from an ancestor
+	// namespace, which is how the client ends it); Go installs handlers
+	// for all of them at start, and exits on most. So the init hands
+	// those back to the kernel's default (see defaultSignals), and has the
+	// runtime ignore the fault signals when a process sends them (a real
+	// fault still crashes). Neither is inherited: a command starts with
+	// the default dispositions. SIGCHLD is subscribed to for the reaper,
+	// which takes ~0.5 ms here (the runtime's signal thread must start
+	// first): it runs alongside the set-up, and the init waits for it
+	// before it reports ready, that is before any command can exist (a
+	// SIGCHLD delivered before signal.Notify would be lost, and its
+	// command never reaped).
 	caught := make(chan struct{})
 	children := make(chan os.Signal, 16)
 	go func() {
 		signal.Notify(children, syscall.SIGCHLD)
-		drop := make(chan os.Signal, 16)
-		signal.Notify(drop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE,
-			syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGVTALRM, syscall.SIGPROF,
-			// Sent with kill (not raised by a fault), these would make the
-			// runtime dump and exit; rootless, a process of the same uid
-			// could send them.
-			syscall.SIGABRT, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGSYS,
-			syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGXCPU, syscall.SIGXFSZ)
 		close(caught)
-		for range drop {
-		}
 	}()
+	if err := defaultSignals(); err != nil {
+		return err
+	}
+	signal.Ignore(syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSYS)
 	for fd := fdSetup; fd < fdJoinFirst+8; fd++ {
 		unix.CloseOnExec(fd) // inherited descriptors must not reach commands
 	}
@@ -145,6 +141,29 @@ func runInit() error {
 		})
 	}
 	return st.serve(ln)
+}
+
+// terminating are the signals whose Go handler ends the program (or
+// stops it) when another process sends them.
+var terminating = []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGSTKFLT,
+	syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ,
+	syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGPWR}
+
+// defaultSignals sets the kernel's default disposition for the
+// terminating signals, behind the runtime's back (os/signal can only
+// catch or ignore them, and an ignored one would be inherited by
+// commands): the kernel then drops them for the init, as pid 1 of its
+// namespace. The runtime installs no handler again for signals nobody
+// subscribes to.
+func defaultSignals() error {
+	var act [4]uint64 // struct sigaction, zeroed: SIG_DFL, no flags, empty mask
+	for _, sig := range terminating {
+		if _, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); errno != 0 {
+			return fmt.Errorf("reset the disposition of %v: %w", sig, errno)
+		}
+	}
+	return nil
 }
 
 // placeDescriptors puts what came with the config where the init uses

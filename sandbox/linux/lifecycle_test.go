@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+	"golang.org/x/sys/unix"
 )
 
 func TestResumeFromAnotherClientReattachesToTheLiveInit(t *testing.T) {
@@ -265,5 +266,41 @@ func TestAnInitThatDiesAtOnceIsReportedWithItsOutput(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 		t.Errorf("state directory not empty after the failed create: %v", names(entries))
+	}
+}
+
+// The init survives every signal but SIGKILL, whoever sends it: here the
+// host (no landlock signal scope in the way), a signal at a time, each
+// followed by a command. Go's runtime would exit on SIGTERM, dump on
+// SIGQUIT and crash on a sent SIGSEGV; the init hands the first kind
+// back to the kernel, which spares a pid namespace's init them, and has
+// the runtime ignore sent fault signals.
+func TestTheInitSurvivesEverySignalButSIGKILL(t *testing.T) {
+	c := newTestClient(t)
+	s, err := c.Create(context.Background(), sandbox.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	pid, err := strconv.Atoi(s.State().Handles["init_pid"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) || (sig > 31 && sig < 34) {
+			continue // 32 and 33 are the C library's own
+		}
+		if err := unix.Kill(pid, unix.Signal(sig)); err != nil {
+			t.Fatalf("send signal %d to the init: %v", sig, err)
+		}
+		if res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("after signal %d (%v) the session does not run a command: %v, %+v", sig, unix.SignalName(unix.Signal(sig)), err, res.ExitStatus)
+		}
+	}
+	// What the init does to its own dispositions is not inherited: a
+	// command starts with no signal ignored.
+	res := run(t, s, "cat", "/proc/self/status")
+	if !strings.Contains(string(res.Stdout), "\nSigIgn:\t0000000000000000\n") {
+		t.Errorf("a command starts with signals ignored:\n%s", res.Stdout)
 	}
 }
