@@ -103,9 +103,15 @@ func New(opts Options) (*Client, error) {
 			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, err)
 		}
 	}
+	// /proc/self/ns lists the namespace types the kernel has (one
+	// directory read, not a stat per type).
+	have, err := os.ReadDir("/proc/self/ns")
+	if err != nil {
+		return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("list the kernel's namespaces: %w", err))
+	}
 	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup"} {
-		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
-			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("kernel lacks %s namespaces: %w", ns, err))
+		if !slices.ContainsFunc(have, func(e os.DirEntry) bool { return e.Name() == ns }) {
+			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("kernel lacks %s namespaces (no /proc/self/ns/%s)", ns, ns))
 		}
 	}
 	exe, err := os.Executable()
