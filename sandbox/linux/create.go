@@ -534,7 +534,8 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 	// syscall.ForkExec, not os/exec: the os package probes once per
 	// process that pidfds work by forking a child of its own, ~0.1 ms
 	// of every CLI run. The pidfd comes with the clone (CLONE_PIDFD);
-	// a kernel before 5.2 leaves it -1, and initChild does without.
+	// a kernel before 5.2 leaves it -1, and one before 5.4 cannot wait
+	// on it: initChild then waits by pid (see reapPidfd).
 	pidfd := -1
 	sys.PidFD = &pidfd
 	attr := &syscall.ProcAttr{Dir: "/", Env: []string{"GOMAXPROCS=2", "GOGC=50"}, Files: files, Sys: sys}
@@ -700,21 +701,32 @@ func newInitChild(pid, pidfd int) *initChild {
 }
 
 // reapPidfd reaps the init once its pidfd turns readable: it has exited.
+// A kernel that cannot poll a pidfd (5.2) or wait on one (before 5.4)
+// gets the wait by pid, the pidfd kept for signalling.
 func (ch *initChild) reapPidfd() {
 	defer close(ch.reaped)
 	defer ch.pidfd.Close()
-	rc, err := ch.pidfd.SyscallConn()
-	if err != nil {
-		ch.reapPid()
-		return
+	reaped := false
+	if rc, err := ch.pidfd.SyscallConn(); err == nil {
+		_ = rc.Read(func(fd uintptr) bool {
+			for {
+				var info unix.Siginfo
+				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil)
+				switch {
+				case err == unix.EINTR:
+					continue
+				case err == nil && info.Signo == 0:
+					return false // not exited yet: wait for the pidfd
+				case err == nil || err == unix.ECHILD:
+					reaped = true // reaped now, or by someone else
+				}
+				return true // reaped, or no waitid on a pidfd here
+			}
+		})
 	}
-	_ = rc.Read(func(fd uintptr) bool {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil)
-		// Reaped (a non-zero pid in info), or nothing left to wait for;
-		// else not exited yet: wait for the pidfd.
-		return err != nil || info.Signo != 0
-	})
+	if !reaped {
+		ch.reapPid()
+	}
 }
 
 // reapPid is the wait without a pidfd.

@@ -67,19 +67,22 @@ func runInit() error {
 	// threads for new goroutines one after the other (~0.3 ms each here),
 	// oldest goroutine first, and the root soon waits for this one.
 	sp := startSpawner(args)
-	// Catchable signals from inside the sandbox must not end the init.
-	// The kernel spares a pid namespace's init every signal it has no
-	// handler for (all but SIGKILL and SIGSTOP from an ancestor
-	// namespace, which is how the client ends it); Go installs handlers
-	// for all of them at start, and exits on most. So the init hands
-	// those back to the kernel's default (see defaultSignals), and has the
-	// runtime ignore the fault signals when a process sends them (a real
-	// fault still crashes). Neither is inherited: a command starts with
-	// the default dispositions. SIGCHLD is subscribed to for the reaper,
-	// which takes ~0.5 ms here (the runtime's signal thread must start
-	// first): it runs alongside the set-up, and the init waits for it
-	// before it reports ready, that is before any command can exist (a
-	// SIGCHLD delivered before signal.Notify would be lost, and its
+	// No signal from inside the sandbox may end the init. The kernel
+	// drops every signal sent to a pid namespace's init that it has no
+	// handler for (only SIGKILL and SIGSTOP from an ancestor namespace
+	// get through: that is how the client ends it), whatever its code or
+	// target thread. Go installs a handler for almost every signal, and
+	// exits (HUP, INT, TERM), dumps (QUIT, ABRT, ...) or crashes on a
+	// fault signal it takes for a real one (SEGV sent with sigqueue, say):
+	// so the init gives every signal the default disposition back (see
+	// defaultSignals) but the two its runtime needs, SIGURG (preemption)
+	// and SIGCHLD, which it subscribes to for the reaper. A real fault in
+	// the init now ends it without a Go traceback, as the kernel's
+	// default. Commands start with default dispositions either way.
+	// Subscribing takes ~0.5 ms here (the runtime's signal thread must
+	// start first): it runs alongside the set-up, and the init waits for
+	// it before it reports ready, that is before any command can exist
+	// (a SIGCHLD delivered before signal.Notify would be lost, and its
 	// command never reaped).
 	caught := make(chan struct{})
 	children := make(chan os.Signal, 16)
@@ -90,7 +93,6 @@ func runInit() error {
 	if err := defaultSignals(); err != nil {
 		return err
 	}
-	signal.Ignore(syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGSEGV, syscall.SIGSYS)
 	for fd := fdSetup; fd < fdJoinFirst+8; fd++ {
 		unix.CloseOnExec(fd) // inherited descriptors must not reach commands
 	}
@@ -143,24 +145,20 @@ func runInit() error {
 	return st.serve(ln)
 }
 
-// terminating are the signals whose Go handler ends the program (or
-// stops it) when another process sends them.
-var terminating = []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT,
-	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGALRM, syscall.SIGTERM, syscall.SIGSTKFLT,
-	syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGXCPU, syscall.SIGXFSZ,
-	syscall.SIGVTALRM, syscall.SIGPROF, syscall.SIGPWR}
-
-// defaultSignals sets the kernel's default disposition for the
-// terminating signals, behind the runtime's back (os/signal can only
-// catch or ignore them, and an ignored one would be inherited by
-// commands): the kernel then drops them for the init, as pid 1 of its
-// namespace. The runtime installs no handler again for signals nobody
-// subscribes to.
+// defaultSignals sets the kernel's default disposition for every signal
+// but SIGKILL and SIGSTOP (which have no other), SIGCHLD and SIGURG,
+// behind the runtime's back: os/signal can only catch a signal or ignore
+// it, and an ignored one would be inherited by every command. The
+// runtime installs no handler again for a signal nobody subscribes to.
 func defaultSignals() error {
 	var act [4]uint64 // struct sigaction, zeroed: SIG_DFL, no flags, empty mask
-	for _, sig := range terminating {
+	for sig := syscall.Signal(1); sig <= 64; sig++ {
+		switch sig {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG:
+			continue
+		}
 		if _, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0); errno != 0 {
-			return fmt.Errorf("reset the disposition of %v: %w", sig, errno)
+			return fmt.Errorf("reset the disposition of signal %d: %w", sig, errno)
 		}
 	}
 	return nil

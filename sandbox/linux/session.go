@@ -298,7 +298,8 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 func (s *session) Stop(ctx context.Context) error { return s.stop(nil) }
 
 // stop is Stop; meanwhile, when not nil, runs after the init is sent
-// its SIGKILL and before its death is waited for.
+// its SIGKILL and, for an init this client started, before its death is
+// waited for (for a resumed one, after).
 func (s *session) stop(meanwhile func()) error {
 	s.mu.Lock()
 	if s.root != nil {
@@ -352,11 +353,14 @@ func (s *session) Close(ctx context.Context) error {
 }
 
 // removeOwnDirs removes, as far as it can, the session directory and the
-// workspace when the session made it and it is not a mounted disk image.
-// It may run while the session's processes die, so what it leaves (and
-// every error) is release's to retry and report.
+// workspace when the session made it, it is not a mounted disk image and
+// no policy path is denied. It may run while the session's processes
+// die, so what it leaves (and every error) is release's to retry and
+// report. Threat: a file removed on the host loses the mask mounted over
+// it in the session, and a command not yet killed could read a denied
+// file in that moment; such a workspace waits for the processes' end.
 func (c *Client) removeOwnDirs(st sandbox.State) {
-	if st.OwnsWorkspace && st.Workspace != "" && st.Handles["disk_image"] == "" {
+	if st.OwnsWorkspace && st.Workspace != "" && st.Handles["disk_image"] == "" && len(st.Spec.Policy.Filesystem.Deny) == 0 {
 		_ = os.RemoveAll(st.Workspace)
 	}
 	if dir := st.Handles["state_dir"]; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {

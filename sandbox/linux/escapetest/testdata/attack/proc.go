@@ -52,6 +52,39 @@ func init() {
 		sig, _ := strconv.Atoi(a[1])
 		return unix.Kill(pid, syscall.Signal(sig))
 	})
+	// signal-init-threads sends SIG to every thread of the init (pid 1),
+	// with tgkill and queued with SI_QUEUE (a code a Go runtime takes
+	// for a kernel one); it succeeds when any thread took either.
+	register("signal-init-threads", func(a []string) error {
+		need(a, 1, "signal-init-threads SIGNUM")
+		sig, _ := strconv.Atoi(a[0])
+		tasks, err := os.ReadDir("/proc/1/task")
+		if err != nil {
+			return err
+		}
+		last := error(unix.ESRCH)
+		delivered := false
+		for _, task := range tasks {
+			tid, _ := strconv.Atoi(task.Name())
+			if err := unix.Tgkill(1, tid, syscall.Signal(sig)); err == nil {
+				delivered = true
+			} else {
+				last = err
+			}
+			var info [128]byte // siginfo_t: si_signo, si_errno, si_code
+			*(*int32)(unsafe.Pointer(&info[0])) = int32(sig)
+			*(*int32)(unsafe.Pointer(&info[8])) = -1 // SI_QUEUE
+			if _, _, errno := unix.Syscall6(unix.SYS_RT_TGSIGQUEUEINFO, 1, uintptr(tid), uintptr(sig), uintptr(unsafe.Pointer(&info[0])), 0, 0); errno == 0 {
+				delivered = true
+			} else {
+				last = errno
+			}
+		}
+		if delivered {
+			return nil
+		}
+		return last
+	})
 	register("pidfd-open", func(a []string) error {
 		need(a, 1, "pidfd-open PID")
 		pid, _ := strconv.Atoi(a[0])
