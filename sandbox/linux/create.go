@@ -274,7 +274,9 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 	if !path.IsAbs(wd) || path.Clean(wd) != wd || wd == "/" {
 		return sandbox.Errorf(sandbox.ErrInvalid, "linux: workdir %q must be a clean absolute path other than /", wd)
 	}
-	for _, top := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/dev", "/proc", "/tmp"} {
+	// The workspace is mounted before the tool directories are bound
+	// (see buildRoot): under one of them it would be hidden.
+	for _, top := range append(slices.Clone(toolDirs), "/etc", "/dev", "/proc", "/tmp") {
 		if wd == top || strings.HasPrefix(wd, top+"/") {
 			return sandbox.Errorf(sandbox.ErrInvalid, "linux: workdir %s would hide the sandbox's %s", wd, top)
 		}
@@ -458,10 +460,10 @@ func (l *launched) close() { _ = l.setup.Close() }
 
 // launchInit re-executes the agentbox binary (or agentbox-init) as the
 // session's init in new namespaces, born in the session's cgroup2 group.
-// It holds only the setup socket pair's end; the numbers of the
-// descriptors configure sends (control socket, tracking and join group
-// directories) are held by placeholders, so that nothing else in the
-// init takes them.
+// It holds the setup socket pair's end and the session's group
+// directories (the spawning thread joins them at once); the number of
+// the control socket configure sends is held by a placeholder, so that
+// nothing else in the init takes it.
 func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error) {
 	args := initArgs{ID: cfg.ID, Join: len(g.ThreadDirs())}
 	if trackDir, thread := g.Tracking(); trackDir != "" {
@@ -488,11 +490,26 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 		return nil, err
 	}
 	defer outW.Close()
-	// stdin, stdout, stderr, then fdSetup, fdControl, fdTracking and the
-	// join directories from fdJoinFirst.
-	files := []uintptr{placeholder.Fd(), outW.Fd(), outW.Fd(), childEnd.Fd(), placeholder.Fd(), placeholder.Fd()}
-	for i := 0; i < args.Join; i++ {
-		files = append(files, placeholder.Fd())
+	// stdin, stdout, stderr, then fdSetup, fdControl, fdTracking (a
+	// placeholder when there is no tracking group) and the join
+	// directories from fdJoinFirst.
+	track := placeholder
+	if trackDir, _ := g.Tracking(); trackDir != "" {
+		if track, err = os.Open(trackDir); err != nil {
+			outR.Close()
+			return nil, fmt.Errorf("open tracking group %s: %w", trackDir, err)
+		}
+		defer track.Close()
+	}
+	files := []uintptr{placeholder.Fd(), outW.Fd(), outW.Fd(), childEnd.Fd(), placeholder.Fd(), track.Fd()}
+	for _, d := range g.ThreadDirs() {
+		f, err := os.Open(d)
+		if err != nil {
+			outR.Close()
+			return nil, fmt.Errorf("open group %s: %w", d, err)
+		}
+		defer f.Close()
+		files = append(files, f.Fd())
 	}
 
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
@@ -595,34 +612,6 @@ func (l *launched) configure(ctx context.Context, dir string, cfg *initConfig, g
 	}
 	defer logf.Close()
 	files := []*os.File{lnFile, logf}
-	if trackDir, _ := g.Tracking(); trackDir != "" {
-		tf, err := os.Open(trackDir)
-		if err != nil {
-			return "", fmt.Errorf("open tracking group %s: %w", trackDir, err)
-		}
-		defer tf.Close()
-		files = append(files, tf)
-	} else {
-		// The slot stays: the join directories keep their numbers.
-		devnull, err := os.Open(os.DevNull)
-		if err != nil {
-			return "", err
-		}
-		defer devnull.Close()
-		files = append(files, devnull)
-	}
-	dirs := g.ThreadDirs()
-	if len(dirs) != l.args.Join {
-		return "", fmt.Errorf("the session has %d v1 groups, the init was started for %d", len(dirs), l.args.Join)
-	}
-	for _, d := range dirs {
-		f, err := os.Open(d)
-		if err != nil {
-			return "", fmt.Errorf("open group %s: %w", d, err)
-		}
-		defer f.Close()
-		files = append(files, f)
-	}
 	deadline := time.Now().Add(startTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d

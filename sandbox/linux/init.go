@@ -105,7 +105,7 @@ func runInit() error {
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	if err := placeDescriptors(passed, args.Join); err != nil {
+	if err := placeDescriptors(passed); err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
 		return err
 	}
@@ -113,10 +113,9 @@ func runInit() error {
 		_ = send(setupConn, initReady{Error: err.Error()})
 		return err
 	}
-	// The spawning thread joins the session's cgroups now, while the root
-	// is built, each by writing itself in (see moveSelf: no RCU grace
-	// period), and drops its privileges; landlock follows the root.
-	close(sp.begin)
+	// Meanwhile the spawning thread joins the session's cgroups, each by
+	// writing itself in (see moveSelf: no RCU grace period), and drops
+	// its privileges; landlock follows what its rules name.
 	st, err := prepareInit(&cfg, sp, children)
 	if err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
@@ -165,15 +164,14 @@ func defaultSignals() error {
 }
 
 // placeDescriptors puts what came with the config where the init uses
-// it: the control socket at fdControl, the log on stdout and stderr, the
-// tracking group at fdTracking, the v1 groups from fdJoinFirst on. Those
-// numbers (and stdout, stderr) hold placeholders from the init's start,
-// so no received descriptor has one of them and no other descriptor of
-// this process is replaced.
-func placeDescriptors(files []*os.File, join int) error {
+// it: the control socket at fdControl, the log on stdout and stderr.
+// Those numbers hold placeholders from the init's start, so no received
+// descriptor has one of them and no other descriptor of this process is
+// replaced. (The group directories came with the start itself.)
+func placeDescriptors(files []*os.File) error {
 	defer closeAll(files)
-	if len(files) != 3+join {
-		return fmt.Errorf("the config came with %d descriptors, want %d", len(files), 3+join)
+	if len(files) != 2 {
+		return fmt.Errorf("the config came with %d descriptors, want 2", len(files))
 	}
 	place := func(f *os.File, fd, flags int) error {
 		if err := unix.Dup3(int(f.Fd()), fd, flags); err != nil {
@@ -186,14 +184,6 @@ func placeDescriptors(files []*os.File, join int) error {
 	}
 	for _, fd := range []int{1, 2} {
 		if err := place(files[1], fd, 0); err != nil {
-			return err
-		}
-	}
-	if err := place(files[2], fdTracking, unix.O_CLOEXEC); err != nil {
-		return err
-	}
-	for i := 0; i < join; i++ {
-		if err := place(files[3+i], fdJoinFirst+i, unix.O_CLOEXEC); err != nil {
 			return err
 		}
 	}
@@ -245,7 +235,9 @@ func prepareInit(cfg *initConfig, sp *spawner, children <-chan os.Signal) (*init
 		}
 		named <- nil
 	}()
-	err := buildRoot(cfg)
+	// The spawning thread gets its landlock rules as soon as what they
+	// name is mounted, and enters them while the rest is built.
+	err := buildRoot(cfg, func() { sp.rules <- newLandlockRules(cfg) })
 	if nerr := <-named; err == nil {
 		err = nerr
 	}
@@ -255,7 +247,7 @@ func prepareInit(cfg *initConfig, sp *spawner, children <-chan os.Signal) (*init
 	if err := setRlimits(cfg); err != nil {
 		return nil, err
 	}
-	report, err := sp.confine(cfg)
+	report, err := sp.confined()
 	if err != nil {
 		return nil, err
 	}

@@ -165,3 +165,30 @@ func TestPolicyPathsThroughSymlinksAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// Landlock is the second wall: its rules name the session's writable
+// places (made while the root is built, before pivot_root, so they must
+// hold the inodes mounted there) and nothing else. Each writable place
+// takes a write; /proc/self/comm, which the mount layout leaves writable
+// to its own process, does not.
+func TestLandlockAllowsWritesOnlyWhereTheSessionWrites(t *testing.T) {
+	c := newTestClient(t)
+	rw := t.TempDir()
+	if err := os.Chmod(rw, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSession(t, c, sandbox.Spec{Mounts: []sandbox.Mount{{Source: rw, Target: "/mnt/rw"}}})
+	if !strings.HasPrefix(s.State().Handles["landlock"], "landlock ABI") {
+		t.Skipf("no landlock here: %s", s.State().Handles["landlock"])
+	}
+	for _, p := range []string{"/workspace/f", "/tmp/f", "/dev/shm/f", "/mnt/rw/f", "/dev/null"} {
+		res := run(t, s, "sh", "-c", "echo x > "+p)
+		if res.ExitCode != 0 {
+			t.Errorf("write to %s refused: %s", p, res.Stderr)
+		}
+	}
+	res := run(t, s, "sh", "-c", "echo x > /proc/self/comm")
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "Permission denied") {
+		t.Errorf("write to /proc/self/comm: exit %d, %q; want landlock's refusal", res.ExitCode, res.Stderr)
+	}
+}

@@ -33,11 +33,9 @@ type spawner struct {
 	next *group
 	// placed holds the placement token (see acquire).
 	placed chan struct{}
-	// begin tells the thread that the group directories it joins are
-	// in place; cfg hands it the config once the root is built; ready is
-	// its answer: confined, or why not.
-	begin chan struct{}
-	cfg   chan *initConfig
+	// rules hands the thread its landlock ruleset while the root is
+	// built; ready is its answer: confined, or why not.
+	rules chan landlockRules
 	ready chan spawnerReady
 }
 
@@ -63,12 +61,13 @@ type spawnRes struct {
 
 // startSpawner starts the spawning thread (a new thread takes the
 // runtime ~0.5 ms to start here: it is started first thing, while the
-// config is read). Once begin is closed it joins the session's groups
-// and the first command's and drops its privileges while the root is
-// built, then waits for confine to finish its confinement.
+// config is read). It joins the session's groups (their directories came
+// with the init's start) and the first command's, drops its privileges
+// while the root is built, and enters the landlock ruleset it is handed
+// on the way.
 func startSpawner(args initArgs) *spawner {
-	s := &spawner{reqs: make(chan spawnReq), join: args.Join, track: -1, begin: make(chan struct{}),
-		cfg: make(chan *initConfig, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
+	s := &spawner{reqs: make(chan spawnReq), join: args.Join, track: -1,
+		rules: make(chan landlockRules, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
 	if args.Tracking != "" {
 		s.track = fdTracking
 		s.thread = args.Tracking == "v1"
@@ -81,7 +80,6 @@ func startSpawner(args initArgs) *spawner {
 		// by a locked one, so none inherits these groups or this
 		// confinement.
 		runtime.LockOSThread()
-		<-s.begin
 		err := s.joinGroups()
 		if err == nil {
 			s.prepare(1, moveSelf) // the first command's group, ahead like every next one's
@@ -90,12 +88,16 @@ func startSpawner(args initArgs) *spawner {
 		if err == nil {
 			err = dropPrivileges()
 		}
-		cfg := <-s.cfg
-		report := ""
+		rules := <-s.rules
 		if err == nil {
-			report, err = restrictLandlock(cfg)
+			err = rules.err
 		}
-		s.ready <- spawnerReady{report, err}
+		if err == nil {
+			err = rules.enter()
+		} else if rules.fd >= 0 {
+			_ = unix.Close(rules.fd)
+		}
+		s.ready <- spawnerReady{rules.report, err}
 		if err != nil {
 			return
 		}
@@ -111,10 +113,9 @@ func startSpawner(args initArgs) *spawner {
 	return s
 }
 
-// confine confines the spawning thread for cfg (the root must be built)
-// and waits until it is, or has failed.
-func (s *spawner) confine(cfg *initConfig) (string, error) {
-	s.cfg <- cfg
+// confined waits until the spawning thread is confined (it is handed
+// its landlock rules while the root is built), or has failed.
+func (s *spawner) confined() (string, error) {
 	r := <-s.ready
 	if r.err != nil {
 		return "", fmt.Errorf("confine the command thread: %w", r.err)
