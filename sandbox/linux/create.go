@@ -175,7 +175,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	early.Handles = maps.Clone(st.Handles)
 	saved := make(chan error, 1)
 	go func() { saved <- writeState(dir, early) }()
-	report, err := l.configure(ctx, dir, cfg, g)
+	report, spare, err := l.configure(ctx, dir, cfg, g)
 	// Waited for even on failure: the undo removes the directory.
 	if serr := <-saved; serr != nil && err == nil {
 		err = serr
@@ -187,6 +187,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 
 	s := newSession(c, st, g)
 	s.child = child
+	s.spare = spare
 	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
 		if err := s.startEgress(spec.Policy.Network); err != nil {
 			return nil, sandbox.Wrap(op, nil, err)
@@ -590,25 +591,25 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 	return l, nil
 }
 
-// configure gives the launched init its control socket, log and group
-// directories with its config, and waits until it serves (or says why it
-// cannot).
-func (l *launched) configure(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group) (string, error) {
+// configure gives the launched init its control socket and log with its
+// config, and waits until it serves (or says why it cannot). It returns
+// the landlock report and a control connection for the first command.
+func (l *launched) configure(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group) (_ string, _ *net.UnixConn, err error) {
 	sockPath := filepath.Join(dir, "control.sock")
 	ln, err := listenControl(sockPath)
 	if err != nil {
-		return "", fmt.Errorf("listen on %s: %w", sockPath, err)
+		return "", nil, fmt.Errorf("listen on %s: %w", sockPath, err)
 	}
 	ln.SetUnlinkOnClose(false)
 	lnFile, err := ln.File()
 	ln.Close()
 	if err != nil {
-		return "", fmt.Errorf("control socket file: %w", err)
+		return "", nil, fmt.Errorf("control socket file: %w", err)
 	}
 	defer lnFile.Close()
 	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return "", fmt.Errorf("create init log: %w", err)
+		return "", nil, fmt.Errorf("create init log: %w", err)
 	}
 	defer logf.Close()
 	files := []*os.File{lnFile, logf}
@@ -618,16 +619,25 @@ func (l *launched) configure(ctx context.Context, dir string, cfg *initConfig, g
 	}
 	_ = l.setup.SetDeadline(deadline)
 	if err := send(l.setup, cfg, files...); err != nil {
-		return "", fmt.Errorf("send config to init: %w%s", err, l.earlyOutput())
+		return "", nil, fmt.Errorf("send config to init: %w%s", err, l.earlyOutput())
 	}
+	// The first command's control connection is made now, while the init
+	// boots (the listener is ours until then: the connection waits in its
+	// backlog), off the path from ready to that command's start.
+	first, _ := dialControl(sockPath)
+	defer func() {
+		if err != nil && first != nil {
+			_ = first.Close()
+		}
+	}()
 	var ready initReady
 	if _, err := recv(l.setup, &ready, maxReply); err != nil {
-		return "", fmt.Errorf("wait for init to be ready: %w%s%s", err, l.earlyOutput(), initLogTail(dir))
+		return "", nil, fmt.Errorf("wait for init to be ready: %w%s%s", err, l.earlyOutput(), initLogTail(dir))
 	}
 	if ready.Error != "" {
-		return "", fmt.Errorf("init: %s", ready.Error)
+		return "", nil, fmt.Errorf("init: %s", ready.Error)
 	}
-	return ready.Landlock, nil
+	return ready.Landlock, first, nil
 }
 
 // earlyOutput is what the init wrote before it had its log, for error

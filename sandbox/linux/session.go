@@ -36,6 +36,9 @@ type session struct {
 	egress *egressBridge
 	// child is the init when this client started it (nil when resumed).
 	child *initChild
+	// spare is a control connection made during Create, for the first
+	// command (nil once taken, or when resumed).
+	spare *net.UnixConn
 }
 
 func newSession(c *Client, st sandbox.State, g *cgroups.Group) *session {
@@ -114,8 +117,15 @@ func (s *session) pastDeadline() bool {
 	return n > 0 && time.Now().UnixNano() > n
 }
 
-// dial opens a control connection to the init.
+// dial opens a control connection to the init, or takes the spare one.
 func (s *session) dial(op string) (*net.UnixConn, error) {
+	s.mu.Lock()
+	c := s.spare
+	s.spare = nil
+	s.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
 	c, err := dialControl(s.socket())
 	if err != nil {
 		if lerr := s.live(op); lerr != nil {
@@ -305,6 +315,10 @@ func (s *session) stop(meanwhile func()) error {
 	if s.root != nil {
 		_ = s.root.Close()
 		s.root = nil
+	}
+	if s.spare != nil {
+		_ = s.spare.Close()
+		s.spare = nil
 	}
 	s.mu.Unlock()
 	s.stopEgress()
