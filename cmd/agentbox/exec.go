@@ -98,6 +98,10 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 				return &exitError{code: exitCode, err: err}
 			}
 			armed() // before the session exists
+			if spec.Labels == nil {
+				spec.Labels = map[string]string{}
+			}
+			spec.Labels[ownerLabel] = ownerMark() // gc removes the session should this process die first
 			code, err := runExec(ctx, client, spec, args, execIO{
 				json: asJSON, tty: tty, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
 				saveSnapshot: wf.saveSnapshot,

@@ -197,3 +197,60 @@ func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
 		t.Errorf("an interrupted exec left behind: %v", leaked)
 	}
 }
+
+// An `agentbox exec` killed outright (SIGKILL: no chance to close its
+// session) leaves the session running; `agentbox gc` removes it, and
+// leaves alone the session of an exec that still runs.
+func TestGCRemovesTheSessionOfAKilledExecOnly(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin := agentboxBinary(t)
+	tmp := t.TempDir()
+	before := leakProbe(t, tmp)
+	start := func() (*exec.Cmd, *bytes.Buffer) {
+		t.Helper()
+		cmd := exec.Command(bin, "exec", "--", "sh", "-c", "echo up; exec sleep 60")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "up\n" {
+			t.Fatalf("waiting for the command to run: %q, %v (stderr %s)", line, err, stderr.String())
+		}
+		return cmd, &stderr
+	}
+	killed, _ := start()
+	if err := killed.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = killed.Wait()
+	if len(diff(before, leakProbe(t, tmp))) == 0 {
+		t.Fatal("a SIGKILLed exec left nothing behind; the test needs its session to remain")
+	}
+	live, liveErr := start()
+	defer func() {
+		_ = live.Process.Signal(syscall.SIGTERM) // ends the sleep through the exec, which closes its session
+		_ = live.Wait()
+		if leaked := diff(before, leakProbe(t, tmp)); len(leaked) > 0 {
+			t.Errorf("left behind after gc and the live exec's end: %v", leaked)
+		}
+	}()
+	out, err := exec.Command(bin, "gc").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gc: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "linux: removed session"); n != 1 {
+		t.Errorf("gc removed %d linux sessions, want the killed exec's only:\n%s", n, out)
+	}
+	if err := live.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("gc ended the live exec: %v (stderr %s)", err, liveErr.String())
+	}
+	if r, err := exec.Command(bin, "gc", "--dry-run").CombinedOutput(); err != nil || !strings.Contains(string(r), "linux: no orphaned sessions") {
+		t.Errorf("a second gc: %v\n%s", err, r)
+	}
+}

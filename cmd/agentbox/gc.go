@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/docker"
+	"github.com/agentbox/agentbox/sandbox/linux"
 )
 
 func init() { register(newGCCmd) }
@@ -24,6 +26,7 @@ func init() { register(newGCCmd) }
 // sandbox.ErrUnavailable and is skipped with a note.
 var gcHooks = map[string]func(ctx context.Context, dryRun bool, out io.Writer) error{
 	"docker": dockerGC,
+	"linux":  linuxGC,
 }
 
 func newGCCmd() *cobra.Command {
@@ -33,8 +36,10 @@ func newGCCmd() *cobra.Command {
 		Short: "Remove sandboxes left behind by a crashed agentbox",
 		Long: `Remove what a crashed or killed agentbox left behind: docker containers
 labelled agentbox.session that are stopped, or whose owner process (label
-agentbox.owner-pid, on this host) no longer exists. Sessions of running
-agentbox processes are left alone.`,
+agentbox.owner-pid, on this host) no longer exists; and native (linux)
+sessions that an agentbox exec made for itself and could not close (it was
+killed): their init, cgroups and directories. Sessions of running agentbox
+processes, and sessions made through the Go API, are left alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var failed []error
@@ -55,6 +60,47 @@ agentbox processes are left alone.`,
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed, remove nothing")
 	return cmd
+}
+
+// linuxGC removes the native sessions whose `agentbox exec` owner is gone
+// (see ownerLabel), in the state directory this environment names.
+func linuxGC(ctx context.Context, dryRun bool, out io.Writer) error {
+	c, err := openBackend("linux", backendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	lc, ok := c.(*linux.Client)
+	if !ok {
+		return fmt.Errorf("the linux backend is a %T", c)
+	}
+	states, err := lc.List()
+	if err != nil {
+		return err
+	}
+	verb := "removed"
+	if dryRun {
+		verb = "would remove"
+	}
+	var errs []error
+	found := 0
+	for _, st := range states {
+		owner := st.Spec.Labels[ownerLabel]
+		if owner == "" || ownerAlive(owner) {
+			continue
+		}
+		found++
+		if !dryRun {
+			if err := lc.Delete(ctx, st); err != nil {
+				errs = append(errs, fmt.Errorf("session %s: %w", st.ID, err))
+				continue
+			}
+		}
+		fmt.Fprintf(out, "linux: %s session %s: its agentbox exec (pid %s) is gone\n", verb, st.ID, owner)
+	}
+	if found == 0 {
+		fmt.Fprintln(out, "linux: no orphaned sessions")
+	}
+	return errors.Join(errs...)
 }
 
 func dockerGC(ctx context.Context, dryRun bool, out io.Writer) error {
