@@ -3,13 +3,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -121,4 +126,20 @@ func dockerGC(ctx context.Context, dryRun bool, out io.Writer) error {
 		fmt.Fprintln(out, "docker: no orphaned containers")
 	}
 	return err
+}
+
+// ownerAlive reports whether mark names a running agentbox process. A pid
+// reused by another program counts as gone; one reused by another agentbox
+// counts as alive (the safe side: the session is kept).
+func ownerAlive(mark string) bool {
+	pid, err := strconv.Atoi(mark)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+	return strings.HasPrefix(filepath.Base(string(argv0)), "agentbox")
 }
