@@ -74,8 +74,8 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if what := wf.fullOnly(spec); what != "" && handOff != nil {
 				return handOff("exec " + what)
 			}
-			ctx, armed, stop := interruptible(cmd.Context())
-			defer stop()
+			ctx, armed, release := interruptible(cmd.Context())
+			defer release()
 			if wf.makesFiles() {
 				armed() // an interrupt must not leave what prepare makes behind
 			}
