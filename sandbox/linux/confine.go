@@ -3,7 +3,6 @@ package linux
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -23,9 +22,8 @@ import (
 // init (which needs cgroup files, the control socket, signals) unfiltered.
 // The thread is confined in two steps: dropPrivileges at once, while the
 // init's main thread builds the root (nothing the spawning thread does
-// needs a privilege or a filtered call), and into a landlock domain
-// (newLandlockRules) once what its rules name is mounted in the root
-// being built.
+// needs a privilege or a filtered call), and restrictLandlock once the
+// root is built, since its rules name paths in it.
 //
 // Both must run on a locked OS thread that is never unlocked.
 
@@ -109,61 +107,39 @@ func landlockConfig() landlock.Config {
 	return landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}.BestEffort()
 }
 
-// landlockRules is a landlock ruleset made for the spawning thread to
-// enter: fd is -1 when there is nothing to enter, report says what it
-// restricts.
-type landlockRules struct {
-	fd     int
-	flags  uint32
-	report string
-	err    error
-}
-
-// newLandlockRules makes the second wall behind the mount layout: even if
-// a command got around the read-only binds, it may write only below the
+// restrictLandlock is the second wall behind the mount layout: even if a
+// command got around the read-only binds, it may write only below the
 // workspace, /tmp, /dev/shm and read-write mounts (and to devices), and it
-// may not signal or reach abstract sockets outside the sandbox. It runs
-// on the main thread while the root is being built, as soon as what the
-// rules name is mounted: the paths are the sandbox's below cfg.Root, and
-// the rules hold their inodes, which pivot_root leaves as they are.
-func newLandlockRules(cfg *initConfig) landlockRules {
+// may not signal or reach abstract sockets outside the sandbox.
+func restrictLandlock(cfg *initConfig) (string, error) {
 	abi, err := ll.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
-		return landlockRules{fd: -1, report: "landlock unavailable on this kernel: not restricted (mount layout only)"}
+		return "landlock unavailable on this kernel: not restricted (mount layout only)", nil
 	}
 	all := landlock.AccessFSSet(landlock.V11.HandledAccessFS)
-	in := func(p string) string { return filepath.Join(cfg.Root, p) }
-	rw := []string{in(cfg.Workdir), in("/tmp"), in("/dev/shm")}
+	rw := []string{cfg.Workdir, "/tmp", "/dev/shm"}
 	for _, m := range cfg.Mounts {
 		if !m.ReadOnly {
-			rw = append(rw, in(m.Target))
+			rw = append(rw, m.Target)
 		}
 	}
 	rules := []landlock.Rule{
-		landlock.PathAccess(llRead, in("/")),
-		landlock.PathAccess(llDev, in("/dev")),
+		landlock.PathAccess(llRead, "/"),
+		landlock.PathAccess(llDev, "/dev"),
 		landlock.PathAccess(all, rw...).IgnoreIfMissing(),
 	}
 	fd, flags, err := landlockConfig().NewRulesetFD(rules...)
 	if err != nil {
-		return landlockRules{fd: -1, err: fmt.Errorf("build landlock ruleset: %w", err)}
+		return "", fmt.Errorf("build landlock ruleset: %w", err)
 	}
 	if fd < 0 {
-		return landlockRules{fd: -1, report: "landlock: nothing to restrict at this ABI"}
+		return "landlock: nothing to restrict at this ABI", nil
 	}
-	return landlockRules{fd: fd, flags: flags, report: landlockSummary(abi)}
-}
-
-// enter puts the calling thread in the ruleset's landlock domain.
-func (r landlockRules) enter() error {
-	if r.fd < 0 {
-		return nil
+	defer unix.Close(fd)
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return "", fmt.Errorf("landlock_restrict_self: %w", err)
 	}
-	defer unix.Close(r.fd)
-	if err := ll.LandlockRestrictSelf(r.fd, r.flags); err != nil {
-		return fmt.Errorf("landlock_restrict_self: %w", err)
-	}
-	return nil
+	return landlockSummary(abi), nil
 }
 
 // landlockSummary says what the kernel's landlock ABI restricts and what

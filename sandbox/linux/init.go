@@ -115,7 +115,7 @@ func runInit() error {
 	}
 	// Meanwhile the spawning thread joins the session's cgroups, each by
 	// writing itself in (see moveSelf: no RCU grace period), and drops
-	// its privileges; landlock follows what its rules name.
+	// its privileges; landlock follows the root.
 	st, err := prepareInit(&cfg, sp, children)
 	if err != nil {
 		_ = send(setupConn, initReady{Error: err.Error()})
@@ -235,9 +235,7 @@ func prepareInit(cfg *initConfig, sp *spawner, children <-chan os.Signal) (*init
 		}
 		named <- nil
 	}()
-	// The spawning thread gets its landlock rules as soon as what they
-	// name is mounted, and enters them while the rest is built.
-	err := buildRoot(cfg, func() { sp.rules <- newLandlockRules(cfg) })
+	err := buildRoot(cfg)
 	if nerr := <-named; err == nil {
 		err = nerr
 	}
@@ -247,7 +245,7 @@ func prepareInit(cfg *initConfig, sp *spawner, children <-chan os.Signal) (*init
 	if err := setRlimits(cfg); err != nil {
 		return nil, err
 	}
-	report, err := sp.confined()
+	report, err := sp.confine(cfg)
 	if err != nil {
 		return nil, err
 	}

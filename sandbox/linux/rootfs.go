@@ -27,7 +27,7 @@ var etcCopies = []string{"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/nsswitch.c
 // buildRoot lays out the sandbox's root under cfg.Root in the init's new
 // mount namespace and pivots into it. The host's mount table never sees
 // any of it (mounts are private from the first step).
-func buildRoot(cfg *initConfig, writable func()) error {
+func buildRoot(cfg *initConfig) error {
 	// Threat: mounts propagating back to the host. Everything is made
 	// private before anything is mounted.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -37,10 +37,36 @@ func buildRoot(cfg *initConfig, writable func()) error {
 	if err := unix.Mount("agentbox", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs on %s: %w", root, err)
 	}
-	// What landlock's rules name comes first (/dev, /tmp, /dev/shm, the
-	// workspace, read-write mounts): then writable hands over, and the
-	// spawning thread builds its landlock domain while the rest is built.
+	for _, d := range toolDirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		dst := filepath.Join(root, d)
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(d)
+			if err != nil {
+				return fmt.Errorf("read link %s: %w", d, err)
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return fmt.Errorf("link %s -> %s: %w", dst, target, err)
+			}
+			continue
+		}
+		if !fi.IsDir() {
+			continue
+		}
+		if err := bindInto(root, d, d, true); err != nil {
+			return err
+		}
+	}
+	if err := buildEtc(cfg); err != nil {
+		return err
+	}
 	if err := buildDev(cfg); err != nil {
+		return err
+	}
+	if err := buildProc(root); err != nil {
 		return err
 	}
 	tmpOpts := "mode=1777,size=" + strconv.FormatInt(cfg.TmpBytes, 10)
@@ -72,36 +98,6 @@ func buildRoot(cfg *initConfig, writable func()) error {
 		if err := bindInto(root, m.Source, m.Target, m.ReadOnly); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
-	}
-	writable()
-	for _, d := range toolDirs {
-		fi, err := os.Lstat(d)
-		if err != nil {
-			continue
-		}
-		dst := filepath.Join(root, d)
-		if fi.Mode()&os.ModeSymlink != 0 {
-			target, err := os.Readlink(d)
-			if err != nil {
-				return fmt.Errorf("read link %s: %w", d, err)
-			}
-			if err := os.Symlink(target, dst); err != nil {
-				return fmt.Errorf("link %s -> %s: %w", dst, target, err)
-			}
-			continue
-		}
-		if !fi.IsDir() {
-			continue
-		}
-		if err := bindInto(root, d, d, true); err != nil {
-			return err
-		}
-	}
-	if err := buildEtc(cfg); err != nil {
-		return err
-	}
-	if err := buildProc(root); err != nil {
-		return err
 	}
 	for _, p := range cfg.ReadOnly {
 		if err := noSymlinks(root, p); err != nil {

@@ -33,9 +33,9 @@ type spawner struct {
 	next *group
 	// placed holds the placement token (see acquire).
 	placed chan struct{}
-	// rules hands the thread its landlock ruleset while the root is
-	// built; ready is its answer: confined, or why not.
-	rules chan landlockRules
+	// cfg hands the config to the thread once the root is built; ready
+	// is its answer: confined, or why not.
+	cfg   chan *initConfig
 	ready chan spawnerReady
 }
 
@@ -62,12 +62,12 @@ type spawnRes struct {
 // startSpawner starts the spawning thread (a new thread takes the
 // runtime ~0.5 ms to start here: it is started first thing, while the
 // config is read). It joins the session's groups (their directories came
-// with the init's start) and the first command's, drops its privileges
-// while the root is built, and enters the landlock ruleset it is handed
-// on the way.
+// with the init's start) and the first command's and drops its
+// privileges while the root is built, then waits for confine to finish
+// its confinement.
 func startSpawner(args initArgs) *spawner {
 	s := &spawner{reqs: make(chan spawnReq), join: args.Join, track: -1,
-		rules: make(chan landlockRules, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
+		cfg: make(chan *initConfig, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
 	if args.Tracking != "" {
 		s.track = fdTracking
 		s.thread = args.Tracking == "v1"
@@ -88,16 +88,12 @@ func startSpawner(args initArgs) *spawner {
 		if err == nil {
 			err = dropPrivileges()
 		}
-		rules := <-s.rules
+		cfg := <-s.cfg
+		report := ""
 		if err == nil {
-			err = rules.err
+			report, err = restrictLandlock(cfg)
 		}
-		if err == nil {
-			err = rules.enter()
-		} else if rules.fd >= 0 {
-			_ = unix.Close(rules.fd)
-		}
-		s.ready <- spawnerReady{rules.report, err}
+		s.ready <- spawnerReady{report, err}
 		if err != nil {
 			return
 		}
@@ -113,9 +109,10 @@ func startSpawner(args initArgs) *spawner {
 	return s
 }
 
-// confined waits until the spawning thread is confined (it is handed
-// its landlock rules while the root is built), or has failed.
-func (s *spawner) confined() (string, error) {
+// confine confines the spawning thread for cfg (the root must be built)
+// and waits until it is, or has failed.
+func (s *spawner) confine(cfg *initConfig) (string, error) {
+	s.cfg <- cfg
 	r := <-s.ready
 	if r.err != nil {
 		return "", fmt.Errorf("confine the command thread: %w", r.err)
