@@ -175,7 +175,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	early.Handles = maps.Clone(st.Handles)
 	saved := make(chan error, 1)
 	go func() { saved <- writeState(dir, early) }()
-	report, spare, err := l.configure(ctx, dir, cfg, g)
+	report, spare, err := l.configure(ctx, dir, cfg)
 	// Waited for even on failure: the undo removes the directory.
 	if serr := <-saved; serr != nil && err == nil {
 		err = serr
@@ -275,8 +275,8 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 	if !path.IsAbs(wd) || path.Clean(wd) != wd || wd == "/" {
 		return sandbox.Errorf(sandbox.ErrInvalid, "linux: workdir %q must be a clean absolute path other than /", wd)
 	}
-	// The workspace is mounted before the tool directories are bound
-	// (see buildRoot): under one of them it would be hidden.
+	// Under a tool directory (a read-only bind) the workspace could not
+	// be mounted, and it would hide /etc, /dev, /proc or /tmp.
 	for _, top := range append(slices.Clone(toolDirs), "/etc", "/dev", "/proc", "/tmp") {
 		if wd == top || strings.HasPrefix(wd, top+"/") {
 			return sandbox.Errorf(sandbox.ErrInvalid, "linux: workdir %s would hide the sandbox's %s", wd, top)
@@ -447,10 +447,9 @@ func parseUser(s string) (int, int, error) {
 }
 
 // launched is an init started but not yet configured: it boots while
-// the host side is set up, then gets its config and descriptors.
+// the host side is set up, then gets its config, control socket and log.
 type launched struct {
 	child *initChild
-	args  initArgs
 	setup *net.UnixConn
 	// early is what the init wrote to stdout and stderr before it had its
 	// log (a Go runtime's crash, say), read until the init replaces them.
@@ -569,7 +568,7 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 		outR.Close()
 		return nil, fmt.Errorf("start init %s: %w", c.exe, err)
 	}
-	l := &launched{child: newInitChild(pid, pidfd), args: args, early: make(chan []byte, 1)}
+	l := &launched{child: newInitChild(pid, pidfd), early: make(chan []byte, 1)}
 	go func() {
 		b, _ := io.ReadAll(io.LimitReader(outR, 4<<10))
 		outR.Close()
@@ -594,7 +593,7 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 // configure gives the launched init its control socket and log with its
 // config, and waits until it serves (or says why it cannot). It returns
 // the landlock report and a control connection for the first command.
-func (l *launched) configure(ctx context.Context, dir string, cfg *initConfig, g *cgroups.Group) (_ string, _ *net.UnixConn, err error) {
+func (l *launched) configure(ctx context.Context, dir string, cfg *initConfig) (_ string, _ *net.UnixConn, err error) {
 	sockPath := filepath.Join(dir, "control.sock")
 	ln, err := listenControl(sockPath)
 	if err != nil {
@@ -695,7 +694,10 @@ func newInitChild(pid, pidfd int) *initChild {
 			return ch
 		}
 	}
-	go ch.reapPid()
+	go func() {
+		ch.reapPid()
+		close(ch.reaped)
+	}()
 	return ch
 }
 
@@ -728,7 +730,7 @@ func (ch *initChild) reapPidfd() {
 	}
 }
 
-// reapPid is the wait without a pidfd.
+// reapPid is the wait without a pidfd; its caller closes reaped.
 func (ch *initChild) reapPid() {
 	var info unix.Siginfo
 	for unix.Waitid(unix.P_PID, ch.pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
@@ -741,9 +743,6 @@ func (ch *initChild) reapPid() {
 		if _, err := unix.Wait4(ch.pid, &ws, 0, nil); err != unix.EINTR {
 			break
 		}
-	}
-	if ch.pidfd == nil {
-		close(ch.reaped)
 	}
 }
 

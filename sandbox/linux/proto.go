@@ -76,9 +76,8 @@ const (
 	maxPacket = 1 << 20
 	maxReply  = 16 << 10
 	// maxPassed is how many descriptors one packet may carry: the most is
-	// the init's config (control socket, log, tracking group and up to
-	// eight v1 groups).
-	maxPassed = 16
+	// an exec request's three stdio ends (the config brings two).
+	maxPassed = 4
 )
 
 // send writes one JSON packet with optional file descriptors.

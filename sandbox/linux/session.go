@@ -377,9 +377,18 @@ func (c *Client) removeOwnDirs(st sandbox.State) {
 	if st.OwnsWorkspace && st.Workspace != "" && st.Handles["disk_image"] == "" && len(st.Spec.Policy.Filesystem.Deny) == 0 {
 		_ = os.RemoveAll(st.Workspace)
 	}
-	if dir := st.Handles["state_dir"]; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {
+	if dir := c.ownStateDir(st); dir != "" {
 		_ = os.RemoveAll(dir)
 	}
+}
+
+// ownStateDir is st's session directory when it lies below the client's
+// state directory (what release may remove), else "".
+func (c *Client) ownStateDir(st sandbox.State) string {
+	if dir := st.Handles["state_dir"]; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {
+		return dir
+	}
+	return ""
 }
 
 // release removes what a stopped session owns on the host.
@@ -401,7 +410,7 @@ func (c *Client) release(st sandbox.State) error {
 			errs = append(errs, fmt.Errorf("remove workspace %s: %w", st.Workspace, err))
 		}
 	}
-	if dir := st.Handles["state_dir"]; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {
+	if dir := c.ownStateDir(st); dir != "" {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove session directory %s: %w", dir, err))
 		}
