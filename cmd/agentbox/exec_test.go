@@ -155,14 +155,11 @@ func TestExecExitStatusSaysTimeoutAndHostEnvIsNotInherited(t *testing.T) {
 	}
 }
 
-// An interrupt (Ctrl-C) while the command runs ends it, and the session
-// goes with it: the signal is caught (not the default exit) from before
-// the session exists.
-func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
-	requireLinuxSandbox(t)
-	bin := agentboxBinary(t)
-	tmp := t.TempDir()
-	before := leakProbe(t, tmp)
+// startSleepingExec starts `agentbox exec` of a long sleep with TMPDIR
+// tmp and returns once the command runs in its sandbox, with the exec's
+// stderr.
+func startSleepingExec(t *testing.T, bin, tmp string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	cmd := exec.Command(bin, "exec", "--", "sh", "-c", "echo up; exec sleep 60")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var stderr bytes.Buffer
@@ -174,15 +171,27 @@ func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "up\n" {
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "up\n" {
 		t.Fatalf("waiting for the command to run: %q, %v (stderr %s)", line, err, stderr.String())
 	}
+	return cmd, &stderr
+}
+
+// An interrupt (Ctrl-C) while the command runs ends it, and the session
+// goes with it: the signal is caught (not the default exit) from before
+// the session exists.
+func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin := agentboxBinary(t)
+	tmp := t.TempDir()
+	before := leakProbe(t, tmp)
+	cmd, stderr := startSleepingExec(t, bin, tmp)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-exited:
 	case <-time.After(10 * time.Second):
@@ -206,25 +215,7 @@ func TestGCRemovesTheSessionOfAKilledExecOnly(t *testing.T) {
 	bin := agentboxBinary(t)
 	tmp := t.TempDir()
 	before := leakProbe(t, tmp)
-	start := func() (*exec.Cmd, *bytes.Buffer) {
-		t.Helper()
-		cmd := exec.Command(bin, "exec", "--", "sh", "-c", "echo up; exec sleep 60")
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "up\n" {
-			t.Fatalf("waiting for the command to run: %q, %v (stderr %s)", line, err, stderr.String())
-		}
-		return cmd, &stderr
-	}
-	killed, _ := start()
+	killed, _ := startSleepingExec(t, bin, tmp)
 	if err := killed.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +223,7 @@ func TestGCRemovesTheSessionOfAKilledExecOnly(t *testing.T) {
 	if len(diff(before, leakProbe(t, tmp))) == 0 {
 		t.Fatal("a SIGKILLed exec left nothing behind; the test needs its session to remain")
 	}
-	live, liveErr := start()
+	live, liveErr := startSleepingExec(t, bin, tmp)
 	defer func() {
 		_ = live.Process.Signal(syscall.SIGTERM) // ends the sleep through the exec, which closes its session
 		_ = live.Wait()
