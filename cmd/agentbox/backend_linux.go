@@ -21,7 +21,7 @@ func init() {
 				return nil, err
 			}
 		}
-		return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, StateDir: dir})
+		return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, StateDir: dir, FirstSession: opts.FirstSession})
 	}
 }
 

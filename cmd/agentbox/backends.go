@@ -16,6 +16,10 @@ type backendOptions struct {
 	Logger    *slog.Logger
 	Image     string
 	Warn      io.Writer
+	// FirstSession says a session is created right after the backend is
+	// opened (exec): a backend may start preparing it (see
+	// linux.Options.FirstSession).
+	FirstSession bool
 }
 
 // backends maps a --backend name to its constructor. Each backend's file

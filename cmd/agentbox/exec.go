@@ -89,7 +89,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 				level = slog.LevelDebug
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			bo := backendOptions{Logger: logger, Image: f.image, Warn: os.Stderr}
+			bo := backendOptions{Logger: logger, Image: f.image, Warn: os.Stderr, FirstSession: true}
 			if pw.store != nil {
 				bo.Snapshots = pw.store
 			}

@@ -59,6 +59,17 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 // existing spec.Workspace, for a session rebuilt on its own workspace.
 func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt bool) (_ *session, err error) {
 	const op = "linux: create"
+	// The first session's network namespace may be in the making already
+	// (Options.FirstSession).
+	var nt *netThread
+	if spec.Policy.Network.EffectiveMode() != sandbox.NetworkHost {
+		c.firstMu.Lock()
+		nt, c.firstNet = c.firstNet, nil
+		c.firstMu.Unlock()
+		if nt != nil {
+			defer nt.release()
+		}
+	}
 	weakened, err := sandbox.Check(c.Name(), c.Enforces(), spec.Policy, spec.AllowWeaker, c.log)
 	if err != nil {
 		return nil, err
@@ -142,7 +153,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		return nil, sandbox.Wrap(op, nil, err)
 	}
 	u.push(func() { _ = g.Remove() })
-	l, err := c.launchInit(cfg, g)
+	l, err := c.launchInit(cfg, g, nt)
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
@@ -464,7 +475,7 @@ func (l *launched) close() { _ = l.setup.Close() }
 // directories (the spawning thread joins them at once); the number of
 // the control socket configure sends is held by a placeholder, so that
 // nothing else in the init takes it.
-func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error) {
+func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group, nt *netThread) (*launched, error) {
 	args := initArgs{ID: cfg.ID, Join: len(g.ThreadDirs())}
 	if trackDir, thread := g.Tracking(); trackDir != "" {
 		args.Tracking = "v2"
@@ -557,11 +568,24 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group) (*launched, error
 	sys.PidFD = &pidfd
 	attr := &syscall.ProcAttr{Dir: "/", Env: []string{"GOMAXPROCS=2", "GOGC=50"}, Files: files, Sys: sys}
 	argv := append([]string{initMarker}, args.argv()...)
-	pid, err := syscall.ForkExec(c.exe, argv, attr)
-	if err != nil && sys.UseCgroupFD {
-		// Kernels before 5.7 have no clone3 into a cgroup: move it after.
-		sys.UseCgroupFD = false
+	var pid int
+	start := func() {
 		pid, err = syscall.ForkExec(c.exe, argv, attr)
+		if err != nil && sys.UseCgroupFD {
+			// Kernels before 5.7 have no clone3 into a cgroup: move it after.
+			sys.UseCgroupFD = false
+			pid, err = syscall.ForkExec(c.exe, argv, attr)
+		}
+	}
+	if nt != nil && sys.Cloneflags&unix.CLONE_NEWNET != 0 {
+		nt.fork(func(made bool) {
+			if made {
+				sys.Cloneflags &^= unix.CLONE_NEWNET // born in the thread's
+			}
+			start()
+		})
+	} else {
+		start()
 	}
 	outW.Close()
 	if err != nil {

@@ -1,0 +1,85 @@
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// With Options.FirstSession the first session's network namespace is made
+// on a thread of the client, and the init is forked from that thread. The
+// session must end up exactly as isolated as one whose init was cloned
+// with CLONE_NEWNET: a namespace of its own (not the host's, not another
+// session's) with only a loopback device, shared by the init and its
+// commands; and the client must keep no thread in it.
+func TestTheFirstSessionsNetworkNamespaceIsItsOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the linux backend needs root")
+	}
+	host, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Options{StateDir: t.TempDir(), FirstSession: true})
+	if err != nil {
+		t.Skipf("linux backend unavailable: %v", err)
+	}
+	first := newTestSession(t, c, sandbox.Spec{})  // born in the prepared namespace
+	second := newTestSession(t, c, sandbox.Spec{}) // cloned with CLONE_NEWNET
+	seen := map[string]string{}
+	for name, s := range map[string]sandbox.Session{"first": first, "second": second} {
+		res := run(t, s, "readlink", "/proc/self/ns/net")
+		inside := strings.TrimSpace(string(res.Stdout))
+		if inside == "" || inside == host {
+			t.Errorf("%s session: a command's network namespace is %q, the host's is %q", name, inside, host)
+		}
+		if other, ok := seen[inside]; ok {
+			t.Errorf("the %s and %s sessions share network namespace %s", name, other, inside)
+		}
+		seen[inside] = name
+		pid := s.State().Handles["init_pid"]
+		if ns, err := os.Readlink(filepath.Join("/proc", pid, "ns/net")); err != nil || ns != inside {
+			t.Errorf("%s session: its init (pid %s) is in network namespace %q (%v), its command in %q", name, pid, ns, err, inside)
+		}
+		res = run(t, s, "sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '")
+		if got := strings.TrimSpace(string(res.Stdout)); got != "lo" {
+			t.Errorf("%s session: interfaces = %q, want only lo", name, got)
+		}
+	}
+	// The thread the namespace was made on goes back to the host's once
+	// it has forked the init: no thread of the client stays behind (the
+	// host's namespace is read first, before any could be elsewhere).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stray := threadsOutside(t, host)
+		if len(stray) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("client threads still outside the host's network namespace: %v", stray)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// threadsOutside lists this process's threads whose network namespace is
+// not ns.
+func threadsOutside(t *testing.T, ns string) []string {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range tasks {
+		got, err := os.Readlink(filepath.Join("/proc/self/task", e.Name(), "ns/net"))
+		if err == nil && got != ns {
+			out = append(out, e.Name()+": "+got)
+		}
+	}
+	return out
+}
