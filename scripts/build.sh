@@ -26,13 +26,13 @@ chmod go-w bin
 export CGO_ENABLED=0
 flags=(-trimpath -ldflags "-s -w")
 # Each binary is linked into a scratch directory and then copied into
-# bin/ (install(1): read and write, then a rename). The linker writes
-# its output through a shared mapping, which leaves the file's page
-# cache in 4 KiB pages until it is evicted; a file written with write(2),
-# as cp, dpkg or a read from disk after a reboot leave it, is cached in
-# large folios, which the kernel maps many pages at a time. Started from
-# the linker's output, `agentbox exec -- true` (two program starts)
-# took ~0.6-1 ms longer here: bench/README.md has the figures.
+# bin/ (install(1): read and write, then a rename), as an installed
+# program is. Started straight from the linker's output (which the
+# linker writes through a shared mapping), `agentbox exec -- true` (two
+# program starts) took ~0.85 ms longer here than from identical bytes
+# copied into place, most likely for how the page cache holds each
+# (large folios for a file written with write(2)): bench/README.md has
+# the figures.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 go build "${flags[@]}" -tags lean,noegress -o "$scratch/agentbox" ./cmd/agentbox
