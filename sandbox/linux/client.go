@@ -80,7 +80,7 @@ type Part = sandbox.Part
 
 // New detects what this host can enforce and returns a client. It fails
 // with ErrUnavailable when the backend cannot run here at all.
-func New(opts Options) (*Client, error) {
+func New(opts Options) (_ *Client, err error) {
 	rootless := os.Geteuid() != 0
 	// The directory the state lives in must be the user's alone: for a
 	// default one (made here), its parent; one the caller names is
@@ -106,6 +106,11 @@ func New(opts Options) (*Client, error) {
 	c := &Client{opts: opts, log: opts.Logger, newID: newID, rootless: rootless}
 	if opts.FirstSession && !rootless {
 		c.firstNet = startNetThread() // first: its thread takes a while to start
+		defer func() {
+			if err != nil {
+				c.firstNet.release() // no Client, no session to take it
+			}
+		}()
 	}
 	if rootless {
 		if err := userNamespacesAllowed(); err != nil {
