@@ -59,17 +59,6 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 // existing spec.Workspace, for a session rebuilt on its own workspace.
 func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt bool) (_ *session, err error) {
 	const op = "linux: create"
-	// The first session's network namespace may be in the making already
-	// (Options.FirstSession).
-	var nt *netThread
-	if spec.Policy.Network.EffectiveMode() != sandbox.NetworkHost {
-		c.firstMu.Lock()
-		nt, c.firstNet = c.firstNet, nil
-		c.firstMu.Unlock()
-		if nt != nil {
-			defer nt.release()
-		}
-	}
 	weakened, err := sandbox.Check(c.Name(), c.Enforces(), spec.Policy, spec.AllowWeaker, c.log)
 	if err != nil {
 		return nil, err
@@ -153,6 +142,18 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		return nil, sandbox.Wrap(op, nil, err)
 	}
 	u.push(func() { _ = g.Remove() })
+	// The first session's network namespace may be in the making already
+	// (Options.FirstSession): taken only now, so that a spec refused
+	// above leaves it to the next Create.
+	var nt *netThread
+	if cfg.Network != sandbox.NetworkHost {
+		c.firstMu.Lock()
+		nt, c.firstNet = c.firstNet, nil
+		c.firstMu.Unlock()
+		if nt != nil {
+			defer nt.release()
+		}
+	}
 	l, err := c.launchInit(cfg, g, nt)
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)

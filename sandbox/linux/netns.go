@@ -1,7 +1,9 @@
 package linux
 
 import (
+	"os"
 	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,34 +26,53 @@ type netThread struct {
 	// run carries the fork to the thread (buffered: the caller does not
 	// wait for the namespace to hand it over); closed to let the thread
 	// go unused.
-	run chan func(made bool)
+	run      chan func(made bool)
+	closeRun sync.Once
+	// ready is closed once the namespace is made, or known not to be;
+	// ns then names it ("net:[inode]"), or is "".
+	ready chan struct{}
+	ns    string
+	// done is closed once the thread is back in the client's namespace
+	// (or ended) after its fork or release.
+	done chan struct{}
 }
 
 // startNetThread starts the thread and its namespace. The caller hands it
 // at most one fork and must release it.
 func startNetThread() *netThread {
-	t := &netThread{run: make(chan func(made bool), 1)}
+	t := &netThread{run: make(chan func(made bool), 1), ready: make(chan struct{}), done: make(chan struct{})}
 	go func() {
+		defer close(t.done)
 		// Locked while the thread is in the session's namespace: no other
 		// goroutine may run on it then. It goes back to the client's
-		// namespace afterwards rather than ending with the goroutine: the
-		// runtime cannot end the main thread, which it might be, and
-		// would park it for good, in the session's namespace.
+		// namespace afterwards rather than ending with the goroutine.
 		runtime.LockOSThread()
-		back, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			if err = unix.Unshare(unix.CLONE_NEWNET); err != nil {
-				unix.Close(back)
+		made := false
+		var back int
+		// Not on the main thread: its id is the process's, so /proc/PID
+		// would show the session's namespace meanwhile, and the runtime
+		// cannot end it should the way back fail (it would park it, in
+		// that namespace, for good). The init is then cloned as usual.
+		if unix.Gettid() != unix.Getpid() {
+			var err error
+			if back, err = unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+				if err = unix.Unshare(unix.CLONE_NEWNET); err == nil {
+					made = true
+					t.ns, _ = os.Readlink("/proc/thread-self/ns/net")
+				} else {
+					unix.Close(back)
+				}
 			}
 		}
+		close(t.ready)
 		if f, ok := <-t.run; ok {
-			f(err == nil)
+			f(made)
 		}
-		if err == nil {
-			err = unix.Setns(back, unix.CLONE_NEWNET)
+		if made {
+			err := unix.Setns(back, unix.CLONE_NEWNET)
 			unix.Close(back)
 			if err != nil {
-				return // still locked: the runtime ends the thread
+				return // still locked, and not the main thread: the runtime ends it
 			}
 		}
 		runtime.UnlockOSThread()
@@ -61,14 +82,13 @@ func startNetThread() *netThread {
 
 // fork runs f on the thread, once its namespace is made or has failed to
 // be: made says which. f forks the init, with CLONE_NEWNET when !made.
+// fork returns once the thread is back in the client's namespace. It may
+// be called once.
 func (t *netThread) fork(f func(made bool)) {
-	done := make(chan struct{})
-	t.run <- func(made bool) {
-		defer close(done)
-		f(made)
-	}
-	<-done
+	t.run <- f
+	t.release()
+	<-t.done
 }
 
-// release lets the thread end; after fork, it only closes the channel.
-func (t *netThread) release() { close(t.run) }
+// release lets the thread go: unused, or after its fork.
+func (t *netThread) release() { t.closeRun.Do(func() { close(t.run) }) }
