@@ -478,7 +478,8 @@ func (l *launched) close() { _ = l.setup.Close() }
 // nothing else in the init takes it.
 func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group, nt *netThread) (*launched, error) {
 	args := initArgs{ID: cfg.ID, Join: len(g.ThreadDirs())}
-	if trackDir, thread := g.Tracking(); trackDir != "" {
+	trackDir, thread := g.Tracking()
+	if trackDir != "" {
 		args.Tracking = "v2"
 		if thread {
 			args.Tracking = "v1"
@@ -506,7 +507,7 @@ func (c *Client) launchInit(cfg *initConfig, g *cgroups.Group, nt *netThread) (*
 	// placeholder when there is no tracking group) and the join
 	// directories from fdJoinFirst.
 	track := placeholder
-	if trackDir, _ := g.Tracking(); trackDir != "" {
+	if trackDir != "" {
 		if track, err = os.Open(trackDir); err != nil {
 			outR.Close()
 			return nil, fmt.Errorf("open tracking group %s: %w", trackDir, err)

@@ -18,10 +18,17 @@ func TestMain(m *testing.M) {
 // when the backend cannot run here.
 func newTestClient(t testing.TB) *Client {
 	t.Helper()
+	return newTestClientWith(t, Options{StateDir: t.TempDir()})
+}
+
+// newTestClientWith is New(opts) for a test, which is skipped without
+// root or where the backend cannot run.
+func newTestClientWith(t testing.TB, opts Options) *Client {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the linux backend needs root")
 	}
-	c, err := New(Options{StateDir: t.TempDir()})
+	c, err := New(opts)
 	if err != nil {
 		t.Skipf("linux backend unavailable: %v", err)
 	}

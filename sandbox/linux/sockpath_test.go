@@ -2,7 +2,6 @@ package linux
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,14 +14,8 @@ import (
 // descriptor of the directory. A long TMPDIR or XDG_RUNTIME_DIR makes
 // such paths (rootless sessions keep their state there).
 func TestAStateDirectoryWithALongPathStillWorks(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the linux backend needs root")
-	}
 	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-directory-name-", 6))
-	c, err := New(Options{StateDir: dir})
-	if err != nil {
-		t.Skipf("linux backend unavailable: %v", err)
-	}
+	c := newTestClientWith(t, Options{StateDir: dir})
 	s := newTestSession(t, c, sandbox.Spec{})
 	if sock := s.State().Handles["socket"]; len(sock) <= maxSunPath {
 		t.Fatalf("socket path %q is only %d bytes: the test needs a longer one", sock, len(sock))
@@ -47,14 +40,8 @@ func TestAStateDirectoryWithALongPathStillWorks(t *testing.T) {
 // A workspace or mount that holds the state directory would put the
 // control sockets of every session within the sandbox's reach.
 func TestAMountHoldingTheStateDirectoryIsRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the linux backend needs root")
-	}
 	top := t.TempDir()
-	c, err := New(Options{StateDir: filepath.Join(top, "state")})
-	if err != nil {
-		t.Skipf("linux backend unavailable: %v", err)
-	}
+	c := newTestClientWith(t, Options{StateDir: filepath.Join(top, "state")})
 	for _, spec := range []sandbox.Spec{
 		{Workspace: top},
 		{Mounts: []sandbox.Mount{{Source: top, Target: "/mnt/top", ReadOnly: true}}},
