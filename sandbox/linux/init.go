@@ -93,7 +93,7 @@ func runInit() error {
 	if err := defaultSignals(); err != nil {
 		return err
 	}
-	for fd := fdSetup; fd < fdJoinFirst+8; fd++ {
+	for fd := fdSetup; fd < fdJoinFirst+args.Join; fd++ {
 		unix.CloseOnExec(fd) // inherited descriptors must not reach commands
 	}
 	setupConn, err := fileUnixConn(fdSetup, "setup")
