@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
 # Builds, into bin/:
 #   agentbox       the CLI, lean: the plain exec (linux and local backends,
-#                  no manifest, snapshot or network allow-list; noegress:
-#                  no HTTP proxy); every other command, and an exec that
+#                  no manifest or snapshot); every other command, and an exec that
 #                  needs more, hands off to agentbox-full
 #                  (cmd/agentbox/handoff.go says why: start-up time);
 #   agentbox-full  the same CLI with everything linked in;
 #   agentbox-init  the small program the native backend runs as each
 #                  sandbox's init when it sits next to agentbox (root owned,
 #                  not group/other writable); without it agentbox re-executes
-#                  itself. Built with noegress: the egress proxy runs in the
-#                  client, never in the init, and without it (net/http,
-#                  crypto/tls) the init is a third smaller and starts faster.
+#                  itself. It links only the init side of the backend
+#                  (sandbox/linux/nsinit): the egress proxy runs in the
+#                  client, never in the init.
 #
 # CGO_ENABLED=0: all three are static. Nothing here needs cgo (go-landlock's
 # psx falls back to the runtime's AllThreadsSyscall, name lookups to the
@@ -35,9 +34,9 @@ flags=(-trimpath -ldflags "-s -w")
 # the figures.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-go build "${flags[@]}" -tags lean,noegress -o "$scratch/agentbox" ./cmd/agentbox
+go build "${flags[@]}" -tags lean -o "$scratch/agentbox" ./cmd/agentbox
 go build "${flags[@]}" -o "$scratch/agentbox-full" ./cmd/agentbox
-go build "${flags[@]}" -tags noegress -o "$scratch/agentbox-init" ./sandbox/linux/cmd/agentbox-init
+go build "${flags[@]}" -o "$scratch/agentbox-init" ./cmd/agentbox-init
 for b in agentbox agentbox-full agentbox-init; do
 	install -m 0755 "$scratch/$b" "bin/.$b.new"
 	mv -f "bin/.$b.new" "bin/$b"

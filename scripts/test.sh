@@ -14,11 +14,8 @@ echo "== go test (all packages)"
 # -p 1: some tests check host-wide state (cgroups, mounts) for leaks.
 go test -count=1 -p 1 -timeout 40m ./...
 
-echo "== go test -tags noegress (the backend as agentbox-init and the lean CLI are built)"
-go test -count=1 -tags noegress -timeout 10m ./sandbox/linux/
-
-echo "== go test -tags lean,noegress (the lean CLI: the plain exec, the hand-off to agentbox-full)"
-go test -count=1 -tags lean,noegress -timeout 10m ./cmd/agentbox/
+echo "== go test -tags lean (the lean CLI: the plain exec, the hand-off to agentbox-full)"
+go test -count=1 -tags lean -timeout 10m ./cmd/agentbox/
 
 echo "== go test -race (packages with goroutines)"
 race_pkgs=()

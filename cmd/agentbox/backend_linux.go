@@ -8,11 +8,10 @@ import (
 	"github.com/agentbox/agentbox/sandbox/linux"
 )
 
-// The native linux backend. Its sessions' init is this very binary,
-// re-executed: linux.Main takes the process over when it was started as
-// one, before cobra sees the arguments.
+// The native linux backend. Its sessions' init is agentbox-init beside
+// this program, or else this very program re-executed (the backend's
+// init package takes such a process over before main runs).
 func init() {
-	reexecHooks = append(reexecHooks, linux.Main)
 	backends["linux"] = func(opts backendOptions) (sandbox.Client, error) {
 		dir := os.Getenv(stateDirEnv)
 		if dir != "" {

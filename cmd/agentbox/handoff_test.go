@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// build builds this package with the given tags ("lean,noegress", as
+// build builds this package with the given tags ("lean", as
 // scripts/build.sh builds agentbox, or "" for agentbox-full) into a fresh
 // directory and returns the program's path.
 func build(t *testing.T, tags, name string) string {
@@ -45,7 +45,7 @@ func build(t *testing.T, tags, name string) string {
 }
 
 // buildLean builds the lean agentbox.
-func buildLean(t *testing.T) string { return build(t, "lean,noegress", "agentbox") }
+func buildLean(t *testing.T) string { return build(t, "lean", "agentbox") }
 
 // copyFile copies src to dst with the given mode.
 func copyFile(t *testing.T, src, dst string, mode os.FileMode) {

@@ -33,14 +33,7 @@ var subcommands []func() *cobra.Command
 
 func register(f func() *cobra.Command) { subcommands = append(subcommands, f) }
 
-// reexecHooks run before anything else: a backend that re-executes the
-// agentbox binary (the linux sandbox init) takes over the process there.
-var reexecHooks []func()
-
 func main() {
-	for _, h := range reexecHooks {
-		h()
-	}
 	if handOff == nil {
 		os.Unsetenv(handedOffEnv) // the full build: nothing is handed on
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
+
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -245,68 +247,6 @@ func TestDeniedPathThatCannotBeCoveredIsRefused(t *testing.T) {
 	}
 }
 
-// TestMakingAMountPointNeverFollowsALink plants the link that noSymlinks
-// would have caught by name, as a race after it would: the descriptor
-// walk must refuse it and make nothing where it leads.
-func TestMakingAMountPointNeverFollowsALink(t *testing.T) {
-	root, outside := t.TempDir(), t.TempDir()
-	if err := os.Mkdir(filepath.Join(root, "workspace"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(root, "workspace", "link")); err != nil {
-		t.Fatal(err)
-	}
-	fd, err := makeMountPoint(root, "/workspace/link/new/secret")
-	if err == nil {
-		unix.Close(fd)
-		t.Fatal("made a mount point through a symlink")
-	}
-	if !strings.Contains(err.Error(), "symbolic link /workspace/link") {
-		t.Errorf("err = %v, want a refusal naming the link", err)
-	}
-	if names, _ := os.ReadDir(outside); len(names) > 0 {
-		t.Errorf("the link's target gained %v", names)
-	}
-}
-
-// TestMakingAMountPointMakesTheMissingDirectories: the descriptor is the
-// directory made, and what is made in a directory takes its owner (as
-// root, which can give it away).
-func TestMakingAMountPointMakesTheMissingDirectories(t *testing.T) {
-	root := t.TempDir()
-	owner := os.Getuid()
-	if owner == 0 {
-		owner = 4321
-		if err := os.Chown(root, owner, owner); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fd, err := makeMountPoint(root, "/workspace/a/b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	var want, got unix.Stat_t
-	if err := unix.Stat(filepath.Join(root, "workspace", "a", "b"), &want); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fstat(fd, &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Ino != want.Ino || got.Dev != want.Dev || got.Mode&unix.S_IFMT != unix.S_IFDIR {
-		t.Errorf("the descriptor is not the directory made at /workspace/a/b")
-	}
-	for _, d := range []string{"workspace", "workspace/a", "workspace/a/b"} {
-		var st unix.Stat_t
-		if err := unix.Lstat(filepath.Join(root, d), &st); err != nil {
-			t.Fatal(err)
-		}
-		if int(st.Uid) != owner || int(st.Gid) != owner {
-			t.Errorf("/%s is owned by %d:%d, want its parent's %d:%d", d, st.Uid, st.Gid, owner, owner)
-		}
-	}
-}
-
 // assertAbsent fails if p is on the host.
 func assertAbsent(t *testing.T, p string) {
 	t.Helper()
@@ -485,7 +425,7 @@ func TestRecordedMountPointsAreOnlyWhatIsMissing(t *testing.T) {
 	if err := os.Symlink(out, filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &initConfig{
+	cfg := &control.Config{
 		Workdir:  "/workspace",
 		Mounts:   []sandbox.Mount{{Source: out, Target: "/mnt/out"}, {Source: ro, Target: "/workspace/ro", ReadOnly: true}},
 		ReadOnly: []string{"/workspace/in"},
@@ -517,4 +457,21 @@ func madeNames(ds []madeDir) []madeDir {
 		out[i] = madeDir{Base: d.Base, Rel: d.Rel}
 	}
 	return out
+}
+
+// TestTheSandboxRootKeepsNoStagingPoint: the staging points serve the
+// set-up only; the command's / does not show them.
+func TestTheSandboxRootKeepsNoStagingPoint(t *testing.T) {
+	c := newTestClient(t)
+	ws := t.TempDir()
+	spec := denySpec(ws, "/workspace/.env")
+	spec.Policy.Filesystem.ReadOnly = []string{"/workspace"}
+	if err := os.WriteFile(filepath.Join(ws, ".env"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSession(t, c, spec)
+	res := run(t, s, "ls", "-a", "/")
+	if res.ExitCode != 0 || strings.Contains(string(res.Stdout), ".agentbox-stage") {
+		t.Errorf("ls -a / exits %d and shows %q", res.ExitCode, res.Stdout)
+	}
 }

@@ -1,5 +1,3 @@
-//go:build !noegress
-
 package linux
 
 import (
@@ -9,13 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
+
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/egress"
 )
-
-// networkAllowListAvailable: the egress proxy is built in (not with the
-// noegress build tag; see egress_none.go).
-const networkAllowListAvailable = true
 
 // egressBridge is a session's allow-list proxy: it runs in the client
 // process, outside the sandbox, and serves a TCP listener that was
@@ -104,21 +100,21 @@ func (b *egressBridge) denialsSince(n int) []string {
 // namespace, needs no privilege: entering the namespace (setns) would need
 // root, which a rootless client does not have.
 func listenInSandbox(sock string, port int) (net.Listener, error) {
-	c, err := dialControl(sock)
+	c, err := control.Dial(sock)
 	if err != nil {
 		return nil, fmt.Errorf("reach the sandbox's init: %w", err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if err := send(c, request{Op: opListen, Port: port}); err != nil {
+	if err := control.Send(c, control.Request{Op: control.OpListen, Port: port}); err != nil {
 		return nil, fmt.Errorf("ask for a loopback listener: %w", err)
 	}
-	var r reply
-	files, err := recv(c, &r, maxReply)
+	var r control.Reply
+	files, err := control.Recv(c, &r, control.MaxReply)
 	if err != nil {
 		return nil, fmt.Errorf("ask for a loopback listener: %w", err)
 	}
-	defer closeAll(files)
+	defer control.CloseAll(files)
 	if r.Error != "" {
 		return nil, fmt.Errorf("listen on the sandbox's loopback: %s", r.Error)
 	}

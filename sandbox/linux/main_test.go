@@ -9,11 +9,6 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-func TestMain(m *testing.M) {
-	Main()
-	os.Exit(m.Run())
-}
-
 // newTestClient returns a client with its own state directory, or skips
 // when the backend cannot run here.
 func newTestClient(t testing.TB) *Client {

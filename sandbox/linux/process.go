@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
+
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/creack/pty"
 )
@@ -54,7 +56,7 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	}
 	var remote []*os.File // the command's ends, sent to the init then closed here
 	defer func() {
-		closeAll(remote)
+		control.CloseAll(remote)
 		if err != nil {
 			p.release()
 		}
@@ -80,7 +82,7 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 		for i := range ends {
 			r, w, err := os.Pipe()
 			if err != nil {
-				closeAll(p.files)
+				control.CloseAll(p.files)
 				return nil, sandbox.Wrap(op, nil, fmt.Errorf("create pipes: %w", err))
 			}
 			ends[i] = [2]*os.File{r, w}
@@ -97,13 +99,13 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(d)
 	}
-	if err := send(c, request{Op: opExec, Cmd: req.Cmd, Dir: dir, Env: s.env(req), TTY: req.TTY}, remote...); err != nil {
+	if err := control.Send(c, control.Request{Op: control.OpExec, Cmd: req.Cmd, Dir: dir, Env: s.env(req), TTY: req.TTY}, remote...); err != nil {
 		return nil, sandbox.Wrap(op, nil, fmt.Errorf("send %q to the init: %w", req.Cmd[0], err))
 	}
-	closeAll(remote)
+	control.CloseAll(remote)
 	remote = nil
-	var r reply
-	if _, err := recv(c, &r, maxReply); err != nil {
+	var r control.Reply
+	if _, err := control.Recv(c, &r, control.MaxReply); err != nil {
 		return nil, sandbox.Wrap(op, sandbox.ErrClosed, fmt.Errorf("start %q: init did not answer: %w", req.Cmd[0], err))
 	}
 	if r.Error != "" {
@@ -136,7 +138,7 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 func (p *process) Kill(ctx context.Context) error {
 	var err error
 	p.killOnce.Do(func() {
-		err = send(p.conn, request{Op: opKill})
+		err = control.Send(p.conn, control.Request{Op: control.OpKill})
 	})
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return sandbox.Wrap("linux: kill", nil, err)
@@ -151,9 +153,9 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		// No goroutine per wait: one runs only if ctx ends first.
 		stop := context.AfterFunc(ctx, func() { _ = p.conn.SetReadDeadline(time.Now()) })
 		defer stop()
-		var r reply
+		var r control.Reply
 		for {
-			if _, err := recv(p.conn, &r, maxReply); err != nil {
+			if _, err := control.Recv(p.conn, &r, control.MaxReply); err != nil {
 				if p.s.pastDeadline() {
 					// The init ended the session at its timeout, and the
 					// command with it.
@@ -188,7 +190,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 // release closes the client's ends of the command's stdio and its
 // control connection (killing the command if it still runs).
 func (p *process) release() {
-	closeAll(p.files)
+	control.CloseAll(p.files)
 	if p.conn != nil {
 		_ = p.conn.Close()
 	}

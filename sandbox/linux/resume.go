@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
+
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -97,21 +99,21 @@ func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 }
 
 // probe asks an init who it is; it fails when nothing serves the socket.
-func probe(sock string) (*initInfo, error) {
+func probe(sock string) (*control.Info, error) {
 	if sock == "" {
 		return nil, fmt.Errorf("no control socket")
 	}
-	conn, err := dialControl(sock)
+	conn, err := control.Dial(sock)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if err := send(conn, request{Op: opInfo}); err != nil {
+	if err := control.Send(conn, control.Request{Op: control.OpInfo}); err != nil {
 		return nil, err
 	}
-	var r reply
-	if _, err := recv(conn, &r, maxReply); err != nil {
+	var r control.Reply
+	if _, err := control.Recv(conn, &r, control.MaxReply); err != nil {
 		return nil, err
 	}
 	if r.Info == nil {

@@ -16,10 +16,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
+
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 	"github.com/agentbox/agentbox/sandbox/wsfs"
-	"golang.org/x/sys/unix"
 )
 
 // session is one live linux sandbox as seen from a client.
@@ -126,7 +127,7 @@ func (s *session) dial(op string) (*net.UnixConn, error) {
 	if c != nil {
 		return c, nil
 	}
-	c, err := dialControl(s.socket())
+	c, err := control.Dial(s.socket())
 	if err != nil {
 		if lerr := s.live(op); lerr != nil {
 			return nil, lerr
@@ -420,129 +421,3 @@ func (c *Client) release(st sandbox.State) error {
 	}
 	return nil
 }
-
-// removeMadeDirs removes the mount points a stopped session made for
-// missing denied paths (listed deepest first), each only if it is still
-// an empty directory: what the host put there meanwhile stays, and so
-// does a parent that still holds anything. Threat: the workspace is
-// shared, and the names may lead elsewhere by now, so each is reached
-// from its base by descriptor without following a link (a link on the
-// way leaves it alone) and removed with unlinkat, which never follows
-// one either. A directory that another live session's init still masks
-// is left too: removing it would undo that mask (a mount point removed
-// in another namespace is unmounted), leaving the path to be made and
-// written there.
-func removeMadeDirs(made []madeDir) error {
-	var errs []error
-	for _, d := range made {
-		dir, name, err := openParent(d, d.Rel)
-		if err != nil {
-			continue // gone, or no longer reached without a link
-		}
-		if !mountedElsewhere(dir, name) {
-			err = unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
-		}
-		unix.Close(dir)
-		switch err {
-		case nil, unix.ENOENT, unix.ENOTEMPTY, unix.EEXIST, unix.ENOTDIR, unix.EBUSY:
-		default:
-			errs = append(errs, fmt.Errorf("remove mount point %s: %w", filepath.Join(d.Base, d.Rel), err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// openParent opens the directory holding rel under base, walking rel
-// without following links, and returns it with rel's last name.
-func openParent(d madeDir, rel string) (int, string, error) {
-	base := d.Base
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
-	parts := strings.Split(filepath.Clean(rel), "/")
-	for _, p := range parts {
-		if p == "" || p == "." || p == ".." {
-			return -1, "", unix.EINVAL
-		}
-	}
-	// The base itself is opened without following a final link and must
-	// still be the directory recorded at create time.
-	fd, err := unix.Open(base, flags|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return -1, "", err
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || (d.Ino != 0 && (st.Dev != d.Dev || st.Ino != d.Ino)) {
-		unix.Close(fd)
-		return -1, "", unix.ESTALE
-	}
-	for _, p := range parts[:len(parts)-1] {
-		next, err := unix.Openat(fd, p, flags|unix.O_NOFOLLOW, 0)
-		unix.Close(fd)
-		if err != nil {
-			return -1, "", err
-		}
-		fd = next
-	}
-	return fd, parts[len(parts)-1], nil
-}
-
-// mountedElsewhere reports whether name in the directory dir is a mount
-// point in the mount namespace of a live agentbox init (another session
-// on the same workspace or mount source). It reads each init's mount
-// table and compares the directory holding each mount point there with
-// dir; when it cannot tell, it answers yes.
-func mountedElsewhere(dir int, name string) bool {
-	var want unix.Stat_t
-	if err := unix.Fstat(dir, &want); err != nil {
-		return true
-	}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return true
-	}
-	for _, e := range procs {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !initAlive(pid, "") {
-			continue
-		}
-		proc := "/proc/" + e.Name()
-		table, err := os.ReadFile(proc + "/mountinfo")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		for _, line := range strings.Split(string(table), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 5 {
-				continue
-			}
-			mp := unescapeMountinfo(f[4])
-			if path.Base(mp) != name {
-				continue
-			}
-			var st unix.Stat_t
-			if unix.Stat(proc+"/root"+path.Dir(mp), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space, and so
-// on) of a path in /proc/PID/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c byte) bool { return c >= '0' && c <= '7' }

@@ -38,7 +38,6 @@ import (
 )
 
 func main() {
-	linux.Main()
 	var o opts
 	flag.StringVar(&o.agentbox, "agentbox", "bin/agentbox", "the agentbox binary for the command-line runs")
 	flag.StringVar(&o.bwrap, "bwrap", "bwrap", "the bubblewrap binary")

@@ -44,7 +44,6 @@ var (
 const hostEnvSecret = "AGENTBOX_ESCAPETEST_HOST_SECRET"
 
 func TestMain(m *testing.M) {
-	linux.Main()
 	os.Exit(runTests(m))
 }
 

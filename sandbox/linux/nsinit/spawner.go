@@ -1,4 +1,4 @@
-package linux
+package nsinit
 
 import (
 	"errors"
@@ -12,13 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
 	"golang.org/x/sys/unix"
 )
 
 // spawner owns the confined thread that forks every command.
 type spawner struct {
 	reqs chan spawnReq
-	// join is how many v1 group directories (from fdJoinFirst) the
+	// join is how many v1 group directories (from control.FdJoinFirst) the
 	// thread joins.
 	join int
 	// track is the session's tracking group directory (fd), -1 if none;
@@ -35,7 +36,7 @@ type spawner struct {
 	placed chan struct{}
 	// cfg hands the config to the thread once the root is built; ready
 	// is its answer: confined, or why not.
-	cfg   chan *initConfig
+	cfg   chan *control.Config
 	ready chan spawnerReady
 }
 
@@ -65,11 +66,11 @@ type spawnRes struct {
 // with the init's start) and the first command's and drops its
 // privileges while the root is built, then waits for confine to finish
 // its confinement.
-func startSpawner(args initArgs) *spawner {
+func startSpawner(args control.Args) *spawner {
 	s := &spawner{reqs: make(chan spawnReq), join: args.Join, track: -1,
-		cfg: make(chan *initConfig, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
+		cfg: make(chan *control.Config, 1), ready: make(chan spawnerReady, 1), placed: make(chan struct{}, 1)}
 	if args.Tracking != "" {
-		s.track = fdTracking
+		s.track = control.FdTracking
 		s.thread = args.Tracking == "v1"
 	}
 	go func() {
@@ -111,7 +112,7 @@ func startSpawner(args initArgs) *spawner {
 
 // confine confines the spawning thread for cfg (the root must be built)
 // and waits until it is, or has failed.
-func (s *spawner) confine(cfg *initConfig) (string, error) {
+func (s *spawner) confine(cfg *control.Config) (string, error) {
 	s.cfg <- cfg
 	r := <-s.ready
 	if r.err != nil {
@@ -125,10 +126,10 @@ func (s *spawner) confine(cfg *initConfig) (string, error) {
 // runs on the spawning thread.
 func (s *spawner) joinGroups() error {
 	for i := 0; i < s.join; i++ {
-		if err := moveSelf(fdJoinFirst+i, "tasks"); err != nil {
-			return fmt.Errorf("join session group (fd %d): %w", fdJoinFirst+i, err)
+		if err := moveSelf(control.FdJoinFirst+i, "tasks"); err != nil {
+			return fmt.Errorf("join session group (fd %d): %w", control.FdJoinFirst+i, err)
 		}
-		_ = unix.Close(fdJoinFirst + i)
+		_ = unix.Close(control.FdJoinFirst + i)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package linux
+package nsinit
 
 import (
 	"errors"
@@ -10,12 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
 	"golang.org/x/sys/unix"
 )
-
-// toolDirs are the host directories bound read-only into every sandbox;
-// when one is a symlink (a usrmerge host), the same symlink is made.
-var toolDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"}
 
 // etcBinds are host /etc entries bound read-only when present: TLS roots
 // and the alternatives links that many tools resolve through.
@@ -27,7 +24,7 @@ var etcCopies = []string{"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/nsswitch.c
 // buildRoot lays out the sandbox's root under cfg.Root in the init's new
 // mount namespace and pivots into it. The host's mount table never sees
 // any of it (mounts are private from the first step).
-func buildRoot(cfg *initConfig) error {
+func buildRoot(cfg *control.Config) error {
 	// Threat: mounts propagating back to the host. Everything is made
 	// private before anything is mounted.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -37,7 +34,7 @@ func buildRoot(cfg *initConfig) error {
 	if err := unix.Mount("agentbox", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=16m,mode=0755"); err != nil {
 		return fmt.Errorf("mount root tmpfs on %s: %w", root, err)
 	}
-	for _, d := range toolDirs {
+	for _, d := range control.ToolDirs {
 		fi, err := os.Lstat(d)
 		if err != nil {
 			continue
@@ -111,7 +108,7 @@ func buildRoot(cfg *initConfig) error {
 		if err := noSymlinks(root, p); err != nil {
 			return fmt.Errorf("deny path %s: %w", p, err)
 		}
-		if underDenied(p, cfg.Deny) {
+		if control.UnderDenied(p, cfg.Deny) {
 			continue
 		}
 		if err := denyPath(root, p); err != nil {
@@ -210,12 +207,12 @@ func bindInto(root, src, p string, readOnly bool) error {
 // and make the path anew: writable, or no longer hidden. A mount point
 // cannot be renamed, so neither can any of the parents now. The bind is
 // recursive so that it carries the mounts already made below it.
-func pinParents(root string, cfg *initConfig) error {
+func pinParents(root string, cfg *control.Config) error {
 	seen := map[string]bool{}
 	var dirs []string
 	for _, list := range [][]string{cfg.ReadOnly, cfg.Deny} {
 		for _, p := range list {
-			if underDenied(p, cfg.Deny) {
+			if control.UnderDenied(p, cfg.Deny) {
 				continue
 			}
 			parts := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/")
@@ -224,7 +221,7 @@ func pinParents(root string, cfg *initConfig) error {
 			// root tmpfs, which becomes read-only.
 			for i := 2; i < len(parts); i++ {
 				d := "/" + strings.Join(parts[:i], "/")
-				if !seen[d] && !underDenied(d, cfg.Deny) && !slices.Contains(cfg.Deny, d) {
+				if !seen[d] && !control.UnderDenied(d, cfg.Deny) && !slices.Contains(cfg.Deny, d) {
 					seen[d] = true
 					dirs = append(dirs, d)
 				}
@@ -582,20 +579,6 @@ func chownLikeParent(dir, fd int) error {
 	return unix.Fchown(fd, int(st.Uid), int(st.Gid))
 }
 
-// underDenied reports whether p lies inside another denied path: that
-// one's mask hides it already, and being read-only could not hold its
-// mount point anyway.
-func underDenied(p string, deny []string) bool {
-	p = filepath.Clean("/" + p)
-	for _, q := range deny {
-		q = filepath.Clean("/" + q)
-		if q != "/" && strings.HasPrefix(p, q+"/") {
-			return true
-		}
-	}
-	return false
-}
-
 // mountMask mounts an empty read-only tmpfs with mode 000 on dir: there
 // is nothing under it to read, and no user can make or write anything in it.
 func mountMask(dir string) error {
@@ -622,7 +605,7 @@ const maskFile = ".masked"
 
 // buildEtc writes a minimal /etc: the sandbox user, localhost, name
 // service switch, the dynamic linker's cache, TLS roots.
-func buildEtc(cfg *initConfig) error {
+func buildEtc(cfg *control.Config) error {
 	etc := filepath.Join(cfg.Root, "etc")
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return fmt.Errorf("create /etc: %w", err)
@@ -739,7 +722,7 @@ var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // buildDev makes a minimal /dev: a few harmless devices, a private devpts
 // (so the sandbox sees only its own terminals), shm, and the fd links.
-func buildDev(cfg *initConfig) error {
+func buildDev(cfg *control.Config) error {
 	dev := filepath.Join(cfg.Root, "dev")
 	if err := os.MkdirAll(dev, 0o755); err != nil {
 		return fmt.Errorf("create /dev: %w", err)

@@ -1,16 +1,17 @@
-package linux
+package control
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// initConfig is everything the parent tells a session's init, sent as
+// Config is everything the parent tells a session's init, sent as
 // one JSON packet on the setup socket. Nothing else crosses.
-type initConfig struct {
+type Config struct {
 	ID string `json:"id"`
 	// Root is the host directory the init mounts its root tmpfs on, in
 	// its own mount namespace: the session directory itself, which the
@@ -42,9 +43,9 @@ type initConfig struct {
 	Rootless bool `json:"rootless,omitempty"`
 }
 
-// initReady is the init's answer on the setup socket once it serves (or
+// Ready is the init's answer on the setup socket once it serves (or
 // why it could not).
-type initReady struct {
+type Ready struct {
 	Error    string   `json:"error,omitempty"`
 	Landlock string   `json:"landlock,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
@@ -52,18 +53,18 @@ type initReady struct {
 
 // File descriptors the init is started with (after stdin, stdout, stderr).
 const (
-	fdSetup    = 3 // setup socket: config in, ready out
-	fdControl  = 4 // listening control socket
-	fdTracking = 5 // session tracking group directory, when Tracking
-	// fdJoinFirst is the first of the v1 group directories to join.
-	fdJoinFirst = 6
+	FdSetup    = 3 // setup socket: config in, ready out
+	FdControl  = 4 // listening control socket
+	FdTracking = 5 // session tracking group directory, when Tracking
+	// FdJoinFirst is the first of the v1 group directories to join.
+	FdJoinFirst = 6
 )
 
-// initArgs is what the init must know before it reads its config, passed
-// as its arguments (after initMarker): which cgroup directories its
+// Args is what the init must know before it reads its config, passed
+// as its arguments (after Marker): which cgroup directories its
 // spawning thread joins. The spawning thread joins them first thing, while
 // the rest of the set-up goes on (see runInit).
-type initArgs struct {
+type Args struct {
 	// ID is the session's id, there so that a pid can be told to be this
 	// session's init and not another's that reused it (see initAlive).
 	ID string
@@ -71,17 +72,17 @@ type initArgs struct {
 	// directory, in which the init makes one group per command (see
 	// cgroups.Group.Tracking); "" when there is none.
 	Tracking string
-	// Join is how many v1 group directories follow, from fd fdJoinFirst
+	// Join is how many v1 group directories follow, from fd FdJoinFirst
 	// on, that the spawning thread joins (see cgroups.Group.ThreadDirs).
 	Join int
 }
 
-func (a initArgs) argv() []string {
+func (a Args) Argv() []string {
 	return []string{"id=" + a.ID, "track=" + a.Tracking, "join=" + strconv.Itoa(a.Join)}
 }
 
-func parseInitArgs(argv []string) (initArgs, error) {
-	var a initArgs
+func ParseArgs(argv []string) (Args, error) {
+	var a Args
 	for _, arg := range argv {
 		k, v, _ := strings.Cut(arg, "=")
 		switch k {
@@ -104,3 +105,25 @@ func parseInitArgs(argv []string) (initArgs, error) {
 	}
 	return a, nil
 }
+
+// ToolDirs are the host directories the init binds read-only into every
+// sandbox (when one is a symlink, as on a usrmerge host, the same
+// symlink is made). A workdir may not lie under one.
+var ToolDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"}
+
+// UnderDenied reports whether p lies inside another of the denied paths:
+// that one's mask hides it already, so the init does nothing for p.
+func UnderDenied(p string, deny []string) bool {
+	p = path.Clean("/" + p)
+	for _, q := range deny {
+		q = path.Clean("/" + q)
+		if q != "/" && strings.HasPrefix(p, q+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Marker is argv[0] of a process the host client starts as a session's
+// init: package nsinit takes over such a process before its main runs.
+const Marker = "agentbox-linux-init"

@@ -1,4 +1,4 @@
-package linux
+package control
 
 import (
 	"encoding/json"
@@ -19,30 +19,30 @@ import (
 // pid and, later, with the exit status. Output never crosses the control
 // channel. Closing the connection before the exit kills the command.
 
-// request is what a client sends to the init.
-type request struct {
-	// Op is opExec, opKill, opInfo or opListen.
+// Request is what a client sends to the init.
+type Request struct {
+	// Op is OpExec, OpKill, OpInfo or OpListen.
 	Op string `json:"op"`
 	// Exec fields.
 	Cmd []string `json:"cmd,omitempty"`
 	Dir string   `json:"dir,omitempty"`
 	Env []string `json:"env,omitempty"`
 	TTY bool     `json:"tty,omitempty"`
-	// Port is the loopback port opListen asks for (0: any).
+	// Port is the loopback port OpListen asks for (0: any).
 	Port int `json:"port,omitempty"`
 }
 
 const (
-	opExec = "exec"
-	opKill = "kill"
-	opInfo = "info"
-	// opListen asks for a TCP listener on the sandbox's 127.0.0.1 (the
-	// egress proxy's); the reply carries its descriptor.
-	opListen = "listen"
+	OpExec = "exec"
+	OpKill = "kill"
+	OpInfo = "info"
+	// OpListen asks for a TCP listener on the sandbox's 127.0.0.1 (the
+	// egress proxy's); the Reply carries its descriptor.
+	OpListen = "listen"
 )
 
-// reply is what the init sends back.
-type reply struct {
+// Reply is what the init sends back.
+type Reply struct {
 	// Error is set when the request failed; NotFound marks a command that
 	// does not exist in the sandbox.
 	Error    string `json:"error,omitempty"`
@@ -50,44 +50,44 @@ type reply struct {
 	// Pid is the started command's pid (in the session's pid namespace).
 	Pid int `json:"pid,omitempty"`
 	// Exited carries the exit status once the command has ended.
-	Exited *exitReport `json:"exited,omitempty"`
-	// Info answers opInfo.
-	Info *initInfo `json:"info,omitempty"`
+	Exited *ExitReport `json:"exited,omitempty"`
+	// Info answers OpInfo.
+	Info *Info `json:"info,omitempty"`
 }
 
-// exitReport is how a command ended, as the init saw it.
-type exitReport struct {
+// ExitReport is how a command ended, as the init saw it.
+type ExitReport struct {
 	Code   int    `json:"code"`
 	Signal string `json:"signal,omitempty"`
 	// Killed says the command was killed on request (kill or timeout).
 	Killed bool `json:"killed,omitempty"`
 }
 
-// initInfo describes a live init.
-type initInfo struct {
+// Info describes a live init.
+type Info struct {
 	ID       string   `json:"id"`
 	Landlock string   `json:"landlock"`
 	Notes    []string `json:"notes,omitempty"`
 }
 
-// maxPacket bounds one request packet (a command line and environment);
-// maxReply bounds what the init sends back.
+// MaxPacket bounds one request packet (a command line and environment);
+// MaxReply bounds what the init sends back.
 const (
-	maxPacket = 1 << 20
-	maxReply  = 16 << 10
+	MaxPacket = 1 << 20
+	MaxReply  = 16 << 10
 	// maxPassed is how many descriptors one packet may carry: the most is
 	// an exec request's three stdio ends (the config brings two).
 	maxPassed = 4
 )
 
-// send writes one JSON packet with optional file descriptors.
-func send(c *net.UnixConn, v any, files ...*os.File) error {
+// Send writes one JSON packet with optional file descriptors.
+func Send(c *net.UnixConn, v any, files ...*os.File) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if len(b) > maxPacket {
-		return fmt.Errorf("control message of %d bytes exceeds %d", len(b), maxPacket)
+	if len(b) > MaxPacket {
+		return fmt.Errorf("control message of %d bytes exceeds %d", len(b), MaxPacket)
 	}
 	var oob []byte
 	if len(files) > 0 {
@@ -101,9 +101,9 @@ func send(c *net.UnixConn, v any, files ...*os.File) error {
 	return err
 }
 
-// recv reads one JSON packet of at most limit bytes into v and returns the descriptors that came
+// Recv reads one JSON packet of at most limit bytes into v and returns the descriptors that came
 // with it. io.EOF means the peer closed the connection.
-func recv(c *net.UnixConn, v any, limit int) ([]*os.File, error) {
+func Recv(c *net.UnixConn, v any, limit int) ([]*os.File, error) {
 	oob := make([]byte, unix.CmsgSpace(4*maxPassed))
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -153,24 +153,24 @@ func recv(c *net.UnixConn, v any, limit int) ([]*os.File, error) {
 		}
 	}
 	if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
-		closeAll(files)
+		CloseAll(files)
 		return nil, errors.New("control message truncated (too large, or too many descriptors)")
 	}
 	if n == 0 {
-		closeAll(files)
-		return nil, errEOF
+		CloseAll(files)
+		return nil, ErrEOF
 	}
 	if err := json.Unmarshal(buf[:n], v); err != nil {
-		closeAll(files)
+		CloseAll(files)
 		return nil, fmt.Errorf("decode control message: %w", err)
 	}
 	return files, nil
 }
 
-// errEOF is a closed control connection (a zero-length packet).
-var errEOF = errors.New("control connection closed")
+// ErrEOF is a closed control connection (a zero-length packet).
+var ErrEOF = errors.New("control connection closed")
 
-func closeAll(files []*os.File) {
+func CloseAll(files []*os.File) {
 	for _, f := range files {
 		_ = f.Close()
 	}
@@ -198,15 +198,15 @@ func viaDir[T any](sock string, f func(name string) (T, error)) (T, error) {
 	return f(fmt.Sprintf("/proc/self/fd/%d/%s", fd, filepath.Base(sock)))
 }
 
-// dialControl connects to a session's control socket.
-func dialControl(sock string) (*net.UnixConn, error) {
+// Dial connects to a session's control socket.
+func Dial(sock string) (*net.UnixConn, error) {
 	return viaDir(sock, func(name string) (*net.UnixConn, error) {
 		return net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: name, Net: "unixpacket"})
 	})
 }
 
-// listenControl binds and listens on a session's control socket.
-func listenControl(sock string) (*net.UnixListener, error) {
+// Listen binds and listens on a session's control socket.
+func Listen(sock string) (*net.UnixListener, error) {
 	return viaDir(sock, func(name string) (*net.UnixListener, error) {
 		return net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
 	})

@@ -1,4 +1,4 @@
-package linux
+package nsinit
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/agentbox/agentbox/sandbox/linux/control"
 	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -37,7 +38,7 @@ func dropPrivileges() error {
 	// emptied, and only CAP_SETUID/CAP_SETGID stay effective on this
 	// thread, for the fork child to switch to the session user; the switch
 	// (or exec as root with an empty bounding set) drops them too.
-	last, err := lastCap()
+	last, err := LastCap()
 	if err != nil {
 		return err
 	}
@@ -64,8 +65,8 @@ func dropPrivileges() error {
 	return installSeccomp()
 }
 
-// lastCap is the highest capability number the kernel knows.
-func lastCap() (int, error) {
+// LastCap is the highest capability number the kernel knows.
+func LastCap() (int, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
 	if err != nil {
 		return 0, fmt.Errorf("read cap_last_cap: %w", err)
@@ -111,7 +112,7 @@ func landlockConfig() landlock.Config {
 // command got around the read-only binds, it may write only below the
 // workspace, /tmp, /dev/shm and read-write mounts (and to devices), and it
 // may not signal or reach abstract sockets outside the sandbox.
-func restrictLandlock(cfg *initConfig) (string, error) {
+func restrictLandlock(cfg *control.Config) (string, error) {
 	abi, err := ll.LandlockGetABIVersion()
 	if err != nil || abi < 1 {
 		return "landlock unavailable on this kernel: not restricted (mount layout only)", nil
