@@ -209,7 +209,7 @@ func (fx *fileTools) remove(ctx context.Context, p string) error {
 	if rel == "." {
 		return sandbox.Errorf(sandbox.ErrInvalid, "refusing to delete the workspace itself")
 	}
-	res, err := fx.sess.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "--", rel}, Workdir: root})
+	res, err := sandbox.Exec(ctx, fx.sess, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "--", rel}, Workdir: root})
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", p, err)
 	}

@@ -138,7 +138,7 @@ func TestRunnerNeverClosesAnInjectedSession(t *testing.T) {
 			if n := sess.closed(); n != 0 {
 				t.Fatalf("injected session closed %d times, want 0", n)
 			}
-			if _, err := sess.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+			if _, err := sandbox.Exec(context.Background(), sess, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
 				t.Fatalf("injected session unusable after the run: %v", err)
 			}
 		})

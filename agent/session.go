@@ -40,10 +40,19 @@ func openSession(ctx context.Context, a *SandboxAgent, cfg RunConfig) (*openedSe
 	}
 	if sc.State != nil {
 		sess, err := sc.Client.Resume(ctx, *sc.State)
-		if err != nil {
+		if err == nil {
+			return &openedSession{sess: sess, owned: true, how: "resumed " + sess.State().String()}, nil
+		}
+		if !errors.Is(err, sandbox.ErrGone) {
 			return nil, fmt.Errorf("agent: resume session %s: %w", sc.State, err)
 		}
-		return &openedSession{sess: sess, owned: true, how: "resumed " + sess.State().String()}, nil
+		// The sandbox is gone (stopped, crashed, the host rebooted): the
+		// run goes on in a new session made from what it left.
+		sess, err = sc.Client.Rebuild(ctx, *sc.State)
+		if err != nil {
+			return nil, fmt.Errorf("agent: session %s is gone; rebuild it: %w", sc.State, err)
+		}
+		return &openedSession{sess: sess, owned: true, how: "rebuilt " + sc.State.String() + " (gone) as " + sess.State().String()}, nil
 	}
 	spec := sc.Spec
 	spec.Mounts = append([]sandbox.Mount(nil), spec.Mounts...)

@@ -26,11 +26,6 @@ func (w workdirSession) in(p string) string {
 	return path.Join(w.dir, p)
 }
 
-func (w workdirSession) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	req.Workdir = w.in(req.Workdir)
-	return w.Session.Exec(ctx, req)
-}
-
 func (w workdirSession) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	req.Workdir = w.in(req.Workdir)
 	return w.Session.Start(ctx, req)

@@ -347,7 +347,7 @@ func (p *promotion) validate(c *candidate, o *Output) {
 		return
 	}
 	where := sandboxPath(s, c.entry.Path)
-	res, err := s.Exec(p.ctx, sandbox.ExecRequest{
+	res, err := sandbox.Exec(p.ctx, s, sandbox.ExecRequest{
 		Cmd:     []string{"/bin/sh", "-c", o.Validate, "sh", where},
 		Env:     map[string]string{"ARTIFACT": where},
 		Timeout: p.opts.ValidateTimeout,

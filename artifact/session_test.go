@@ -1,9 +1,9 @@
 package artifact
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -24,34 +24,55 @@ type hostSession struct {
 
 func (h *hostSession) ID() string { return "test" }
 
-func (h *hostSession) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (h *hostSession) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	h.execs++
-	if req.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
-		defer cancel()
-	}
-	cmd := exec.CommandContext(ctx, req.Cmd[0], req.Cmd[1:]...)
+	cmd := exec.Command(req.Cmd[0], req.Cmd[1:]...)
 	cmd.Dir = h.dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	for k, v := range req.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := sandbox.ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		res.ExitCode = ee.ExitCode()
-		res.TimedOut = ctx.Err() != nil
-		return res, nil
+	p := &hostProcess{cmd: cmd}
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
 	}
-	return res, err
+	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	if p.stderr, err = cmd.StderrPipe(); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if req.Stdin != nil {
+		sandbox.FeedStdin(p, req.Stdin)
+	}
+	return p, nil
 }
 
-func (h *hostSession) Start(context.Context, sandbox.ExecRequest) (sandbox.Process, error) {
-	return nil, errors.New("not used")
+// hostProcess is a host command as a sandbox.Process.
+type hostProcess struct {
+	cmd            *exec.Cmd
+	stdin          io.WriteCloser
+	stdout, stderr io.Reader
+}
+
+func (p *hostProcess) Stdin() io.WriteCloser                        { return p.stdin }
+func (p *hostProcess) Stdout() io.Reader                            { return p.stdout }
+func (p *hostProcess) Stderr() io.Reader                            { return p.stderr }
+func (p *hostProcess) Resize(context.Context, uint16, uint16) error { return errors.New("not used") }
+func (p *hostProcess) Kill(context.Context) error                   { return p.cmd.Process.Kill() }
+func (p *hostProcess) Close() error                                 { _ = p.cmd.Process.Kill(); return nil }
+
+func (p *hostProcess) Wait(context.Context) (sandbox.ExitStatus, error) {
+	err := p.cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return sandbox.ExitStatus{ExitCode: ee.ExitCode()}, nil
+	}
+	return sandbox.ExitStatus{}, err
 }
 
 func (h *hostSession) ReadFile(_ context.Context, p string) ([]byte, error) { return os.ReadFile(p) }

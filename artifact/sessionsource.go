@@ -93,7 +93,7 @@ func (s *SessionSource) linkCounts(ctx context.Context, out []Entry, idx []int) 
 	for _, i := range idx {
 		cmd = append(cmd, s.Where(out[i].Path))
 	}
-	res, err := s.s.Exec(ctx, sandbox.ExecRequest{Cmd: cmd, Workdir: s.root})
+	res, err := sandbox.Exec(ctx, s.s, sandbox.ExecRequest{Cmd: cmd, Workdir: s.root})
 	if err != nil || res.ExitCode != 0 {
 		why := fmt.Sprintf("stat in the sandbox failed: %v %s", err, bytes.TrimSpace(res.Stderr))
 		for _, i := range idx {

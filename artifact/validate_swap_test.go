@@ -17,12 +17,26 @@ type swappingSession struct {
 	file, good, bad string
 }
 
-func (s *swappingSession) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (s *swappingSession) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if err := os.WriteFile(s.file, []byte(s.good), 0o644); err != nil {
-		return sandbox.ExecResult{}, err
+		return nil, err
 	}
-	defer os.WriteFile(s.file, []byte(s.bad), 0o644)
-	return s.hostSession.Exec(ctx, req)
+	p, err := s.hostSession.Start(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return swapBack{p, s}, nil
+}
+
+// swapBack puts the failing content back once the command has ended.
+type swapBack struct {
+	sandbox.Process
+	s *swappingSession
+}
+
+func (b swapBack) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	defer os.WriteFile(b.s.file, []byte(b.s.bad), 0o644)
+	return b.Process.Wait(ctx)
 }
 
 // TestAValidateCommandJudgesTheBytesThatArePromoted: the validate command

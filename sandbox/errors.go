@@ -22,6 +22,10 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrClosed: the session was closed.
 	ErrClosed = errors.New("session closed")
+	// ErrGone: the sandbox a State describes no longer runs (it was
+	// stopped, it crashed, the host rebooted); Client.Rebuild makes a new
+	// session from what it left.
+	ErrGone = errors.New("sandbox gone")
 	// ErrUnavailable: the backend (engine, kernel feature, server) cannot
 	// be reached or is not present on this host.
 	ErrUnavailable = errors.New("backend unavailable")

@@ -19,11 +19,15 @@ type ExecRequest struct {
 	Workdir string `json:"workdir,omitempty"`
 	// Env is added to (and overrides) the session's environment.
 	Env map[string]string `json:"env,omitempty"`
-	// Stdin, when set, is copied to the command's standard input for Exec.
+	// Stdin, when set, is copied to the command's standard input, which
+	// is closed at its end; without it, Exec closes standard input at once
+	// and Start leaves it to the caller (Process.Stdin).
 	Stdin io.Reader `json:"-"`
-	// Timeout overrides the policy's ExecTimeout when positive.
+	// Timeout, when positive, lowers the policy's ExecTimeout for this
+	// command; it can never raise it (see EffectiveTimeout).
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// MaxOutput overrides the policy's OutputBytes when positive.
+	// MaxOutput, when positive, lowers the policy's OutputBytes for this
+	// command; it can never raise it.
 	MaxOutput int64 `json:"max_output,omitempty"`
 	// TTY gives the command a pseudo-terminal of Rows x Cols.
 	TTY  bool   `json:"tty,omitempty"`
@@ -59,43 +63,53 @@ func (r ExecRequest) Validate() error {
 	return nil
 }
 
-// EffectiveTimeout is the request's timeout, else the policy's.
+// EffectiveTimeout is the command's wall-clock limit: the request's when
+// it sets one no longer than the policy's, else the policy's. The policy
+// is a ceiling: a request can lower it, never raise it.
 func (r ExecRequest) EffectiveTimeout(p Policy) time.Duration {
-	if r.Timeout > 0 {
-		return r.Timeout
-	}
-	return p.Resources.ExecTimeout
+	return ceiling(r.Timeout, p.Resources.ExecTimeout, 0)
 }
 
-// EffectiveMaxOutput is the request's output cap, else the policy's, else
-// DefaultOutputBytes.
+// EffectiveMaxOutput is the per-stream output cap: the request's when it
+// sets one no larger than the policy's, else the policy's, else
+// DefaultOutputBytes. The policy is a ceiling, as for EffectiveTimeout.
 func (r ExecRequest) EffectiveMaxOutput(p Policy) int64 {
-	switch {
-	case r.MaxOutput > 0:
-		return r.MaxOutput
-	case p.Resources.OutputBytes > 0:
-		return p.Resources.OutputBytes
-	}
-	return DefaultOutputBytes
+	return ceiling(r.MaxOutput, p.Resources.OutputBytes, DefaultOutputBytes)
 }
 
-// Collect runs a started process to completion the way Exec does: it feeds
-// stdin, captures each stream up to max bytes (draining and dropping the
-// rest), kills the process tree when timeout (if positive) passes or ctx
-// ends, and reports the result. Backends implement Exec as Start+Collect.
-func Collect(ctx context.Context, p Process, stdin io.Reader, timeout time.Duration, max int64) (ExecResult, error) {
+// ceiling is asked (0: not asked) bounded by limit (0: none), or def when
+// neither is set.
+func ceiling[T ~int64](asked, limit, def T) T {
+	switch {
+	case asked > 0 && (limit == 0 || asked < limit):
+		return asked
+	case limit > 0:
+		return limit
+	}
+	return def
+}
+
+// Exec runs req in s to completion: it starts the command (Session.Start),
+// closes its standard input at once unless req.Stdin feeds it, captures
+// each output stream up to the effective cap (draining and dropping the
+// rest), kills the process tree when the effective timeout passes or ctx
+// ends, and reports how the command ended. It is the one way every backend
+// runs a command to completion.
+func Exec(ctx context.Context, s Session, req ExecRequest) (ExecResult, error) {
+	pol := s.State().Spec.Policy
+	timeout, max := req.EffectiveTimeout(pol), req.EffectiveMaxOutput(pol)
 	start := time.Now()
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	if stdin != nil {
-		go func() {
-			_, _ = io.Copy(p.Stdin(), stdin)
-			_ = p.Stdin().Close()
-		}()
-	} else {
+	p, err := s.Start(ctx, req)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer p.Close()
+	if req.Stdin == nil {
 		_ = p.Stdin().Close()
 	}
 	out := &CappedBuffer{Max: max}
@@ -134,8 +148,9 @@ func Collect(ctx context.Context, p Process, stdin io.Reader, timeout time.Durat
 		Duration:        time.Since(start),
 		OutputTruncated: out.Truncated() || errb.Truncated(),
 	}
-	if timedOut {
+	if timedOut && !res.TimedOut {
 		res.TimedOut = true
+		res.Violations = append(res.Violations, ExecTimeoutViolation(timeout))
 	}
 	if werr != nil {
 		return res, werr
@@ -144,6 +159,15 @@ func Collect(ctx context.Context, p Process, stdin io.Reader, timeout time.Durat
 		return res, Wrap("exec", nil, ctx.Err())
 	}
 	return res, nil
+}
+
+// FeedStdin copies r to p's standard input and closes it at r's end, in
+// the background: what a backend's Start does with ExecRequest.Stdin.
+func FeedStdin(p Process, r io.Reader) {
+	go func() {
+		_, _ = io.Copy(p.Stdin(), r)
+		_ = p.Stdin().Close()
+	}()
 }
 
 // CappedBuffer keeps the first Max bytes written to it and counts the rest.

@@ -48,8 +48,10 @@ func TestEffectiveLimits(t *testing.T) {
 		wantTimeout time.Duration
 		wantMax     int64
 	}{
-		{"the request overrides the policy", ExecRequest{Timeout: time.Second, MaxOutput: 10}, p, time.Second, 10},
+		{"the request lowers the policy", ExecRequest{Timeout: time.Second, MaxOutput: 10}, p, time.Second, 10},
+		{"the request cannot raise the policy", ExecRequest{Timeout: time.Hour, MaxOutput: 1 << 30}, p, time.Minute, 500},
 		{"the policy applies when the request sets nothing", ExecRequest{}, p, time.Minute, 500},
+		{"the request applies when the policy sets nothing", ExecRequest{Timeout: time.Hour, MaxOutput: 7}, Policy{}, time.Hour, 7},
 		{"the default output cap applies when neither sets one", ExecRequest{}, Policy{}, 0, DefaultOutputBytes},
 	}
 	for _, tt := range tests {
@@ -162,6 +164,10 @@ func (f *fakeProcess) Kill(ctx context.Context) error {
 	f.kill.Do(func() { close(f.killed) })
 	return nil
 }
+func (f *fakeProcess) Close() error {
+	f.Kill(context.Background())
+	return nil
+}
 func (f *fakeProcess) Wait(ctx context.Context) (ExitStatus, error) {
 	select {
 	case <-f.exited:
@@ -180,6 +186,30 @@ func (f *fakeProcess) wasKilled() bool {
 	}
 }
 
+// fakeSession is a Session whose Start hands out one fake process, fed
+// as a backend's Start feeds ExecRequest.Stdin.
+type fakeSession struct {
+	Session // only Start and State are used
+	p       *fakeProcess
+	policy  Policy
+}
+
+func (s fakeSession) Start(_ context.Context, req ExecRequest) (Process, error) {
+	if req.Stdin != nil {
+		FeedStdin(s.p, req.Stdin)
+	}
+	return s.p, nil
+}
+
+func (s fakeSession) State() State { return State{Spec: Spec{Policy: s.policy}} }
+
+// execFake runs req (with the given timeout and output cap as policy) on
+// a session whose command is p.
+func execFake(ctx context.Context, p *fakeProcess, req ExecRequest, timeout time.Duration, max int64) (ExecResult, error) {
+	req.Cmd = []string{"fake"}
+	return Exec(ctx, fakeSession{p: p, policy: Policy{Resources: Resources{ExecTimeout: timeout, OutputBytes: max}}}, req)
+}
+
 // hang runs until killed, then reports SIGKILL.
 func hang(_ io.Reader, stdout, _ io.Writer, killed <-chan struct{}) (ExitStatus, error) {
 	io.WriteString(stdout, "started\n")
@@ -187,7 +217,7 @@ func hang(_ io.Reader, stdout, _ io.Writer, killed <-chan struct{}) (ExitStatus,
 	return ExitStatus{ExitCode: 137, Signal: "SIGKILL"}, nil
 }
 
-func TestCollect(t *testing.T) {
+func TestExec(t *testing.T) {
 	t.Run("output, exit status and duration are reported", func(t *testing.T) {
 		p := startFake(func(_ io.Reader, out, errw io.Writer, _ <-chan struct{}) (ExitStatus, error) {
 			io.WriteString(out, "to stdout")
@@ -195,7 +225,7 @@ func TestCollect(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			return ExitStatus{ExitCode: 3}, nil
 		})
-		res, err := Collect(context.Background(), p, nil, 0, 100)
+		res, err := execFake(context.Background(), p, ExecRequest{}, 0, 100)
 		if err != nil || res.ExitCode != 3 || string(res.Stdout) != "to stdout" || string(res.Stderr) != "to stderr" {
 			t.Fatalf("got %+v, %v", res, err)
 		}
@@ -208,7 +238,7 @@ func TestCollect(t *testing.T) {
 			_, err := io.Copy(out, in) // ends only when stdin is closed
 			return ExitStatus{}, err
 		})
-		res, err := Collect(context.Background(), p, strings.NewReader("fed"), 5*time.Second, 100)
+		res, err := execFake(context.Background(), p, ExecRequest{Stdin: strings.NewReader("fed")}, 5*time.Second, 100)
 		if err != nil || string(res.Stdout) != "fed" || res.TimedOut {
 			t.Fatalf("got %+v, %v", res, err)
 		}
@@ -221,7 +251,7 @@ func TestCollect(t *testing.T) {
 			}
 			return ExitStatus{}, nil
 		})
-		res, err := Collect(context.Background(), p, nil, 5*time.Second, 100)
+		res, err := execFake(context.Background(), p, ExecRequest{}, 5*time.Second, 100)
 		if err != nil || res.ExitCode != 0 || res.TimedOut {
 			t.Fatalf("got %+v, %v", res, err)
 		}
@@ -229,22 +259,25 @@ func TestCollect(t *testing.T) {
 	t.Run("a timeout kills the process and reports TimedOut", func(t *testing.T) {
 		p := startFake(hang)
 		start := time.Now()
-		res, err := Collect(context.Background(), p, nil, 50*time.Millisecond, 100)
+		res, err := execFake(context.Background(), p, ExecRequest{}, 50*time.Millisecond, 100)
 		if err != nil || !res.TimedOut || res.ExitCode != 137 || !p.wasKilled() {
 			t.Fatalf("got %+v, %v, killed %v", res, err, p.wasKilled())
+		}
+		if len(res.Violations) != 1 || res.Violations[0] != ExecTimeoutViolation(50*time.Millisecond) {
+			t.Fatalf("violations %q, want the exec timeout's line", res.Violations)
 		}
 		if string(res.Stdout) != "started\n" {
 			t.Fatalf("output before the kill was lost: %q", res.Stdout)
 		}
 		if time.Since(start) > 5*time.Second {
-			t.Fatal("Collect took too long to return after the timeout")
+			t.Fatal("Exec took too long to return after the timeout")
 		}
 	})
 	t.Run("a cancelled context kills the process and is an error, not a timeout", func(t *testing.T) {
 		p := startFake(hang)
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(30*time.Millisecond, cancel)
-		res, err := Collect(ctx, p, nil, 0, 100)
+		res, err := execFake(ctx, p, ExecRequest{}, 0, 100)
 		if !errors.Is(err, context.Canceled) || res.TimedOut || !p.wasKilled() {
 			t.Fatalf("got %+v, %v, killed %v; want context.Canceled and a kill", res, err, p.wasKilled())
 		}
@@ -252,13 +285,13 @@ func TestCollect(t *testing.T) {
 	t.Run("output past the cap is drained and reported truncated", func(t *testing.T) {
 		p := startFake(func(_ io.Reader, out, errw io.Writer, _ <-chan struct{}) (ExitStatus, error) {
 			big := bytes.Repeat([]byte("y"), 64<<10)
-			for range 16 { // 1 MiB: blocks forever if Collect stopped reading
+			for range 16 { // 1 MiB: blocks forever if Exec stopped reading
 				out.Write(big)
 			}
 			io.WriteString(errw, "ok")
 			return ExitStatus{}, nil
 		})
-		res, err := Collect(context.Background(), p, nil, 5*time.Second, 1000)
+		res, err := execFake(context.Background(), p, ExecRequest{}, 5*time.Second, 1000)
 		if err != nil || len(res.Stdout) != 1000 || !res.OutputTruncated || string(res.Stderr) != "ok" || res.TimedOut {
 			t.Fatalf("got %d bytes, truncated %v, stderr %q, timedout %v, err %v", len(res.Stdout), res.OutputTruncated, res.Stderr, res.TimedOut, err)
 		}
@@ -269,7 +302,7 @@ func TestCollect(t *testing.T) {
 			io.WriteString(out, "partial")
 			return ExitStatus{ExitCode: -1}, boom
 		})
-		res, err := Collect(context.Background(), p, nil, 0, 100)
+		res, err := execFake(context.Background(), p, ExecRequest{}, 0, 100)
 		if !errors.Is(err, boom) || string(res.Stdout) != "partial" {
 			t.Fatalf("got %+v, %v", res, err)
 		}

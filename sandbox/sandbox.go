@@ -8,7 +8,8 @@ import (
 )
 
 // Client is a sandbox backend: it creates sessions, reattaches to them from
-// saved State, and deletes what a State names.
+// saved State, rebuilds them from what a gone one left, and deletes what a
+// State names.
 type Client interface {
 	// Name is the backend's short name ("linux", "docker", "local", "remote").
 	Name() string
@@ -19,9 +20,17 @@ type Client interface {
 	// when spec.Policy asks for a part the backend cannot enforce, unless
 	// spec.AllowWeaker is set (and then the weakening is logged).
 	Create(ctx context.Context, spec Spec) (Session, error)
-	// Resume reattaches to the session that st describes when it still
-	// runs; otherwise it rebuilds it from its workspace or snapshot.
+	// Resume reattaches to the live sandbox st describes, the same session
+	// under the same ID. When the sandbox is gone it fails with ErrGone and
+	// changes nothing: Rebuild makes a new session from what it left.
 	Resume(ctx context.Context, st State) (Session, error)
+	// Rebuild makes a new session, under a new ID, from what the session
+	// st describes left behind: its workspace when it still exists, else
+	// its latest snapshot, with the same spec. What is left of the old
+	// sandbox (processes, groups, state) is cleared first. It fails with
+	// ErrInvalid while the old sandbox still runs (Resume it, or Delete
+	// it first) and with ErrNotFound when nothing is left to rebuild from.
+	Rebuild(ctx context.Context, st State) (Session, error)
 	// Delete tears down whatever st names (processes, cgroups, containers,
 	// and the workspace if the session owned it). Deleting what is already
 	// gone is not an error.
@@ -32,10 +41,9 @@ type Client interface {
 type Session interface {
 	// ID is unique among this backend's sessions on this host.
 	ID() string
-	// Exec runs a command to completion, capturing bounded output.
-	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
 	// Start runs a command and streams it; with req.TTY the process gets
-	// a pseudo-terminal and Stdout carries the terminal's output.
+	// a pseudo-terminal and Stdout carries the terminal's output. The
+	// package function Exec runs a command to completion over Start.
 	Start(ctx context.Context, req ExecRequest) (Process, error)
 	// ReadFile reads a file as the sandbox sees it. Paths are sandbox paths
 	// (absolute under Workdir, or relative to it); see ResolveWorkspacePath.
@@ -75,6 +83,10 @@ type Process interface {
 	// Wait waits for the process to end and reports how. It may be called
 	// once the output streams are drained (or are being drained).
 	Wait(ctx context.Context) (ExitStatus, error)
+	// Close releases what the process holds on the caller's side (its
+	// streams, a terminal, a connection), killing the process tree if it
+	// still runs. It is idempotent; Wait and the streams fail after it.
+	Close() error
 }
 
 // ExitStatus is how a process ended.

@@ -192,7 +192,7 @@ func runExec(ctx context.Context, client sandbox.Client, spec sandbox.Spec, argv
 		if !isTerminal(eio.stdin) {
 			req.Stdin = eio.stdin
 		}
-		res, err := sess.Exec(ctx, req)
+		res, err := sandbox.Exec(ctx, sess, req)
 		if err != nil {
 			return 0, err
 		}

@@ -212,35 +212,52 @@ func (c *Client) removeContainer(ctx context.Context, id string) error {
 }
 
 // Resume reattaches to the session's container when it still exists
-// (starting it again after Stop); otherwise it recreates the container
-// from the spec over the same workspace, or, when the workspace is gone
-// too, over a fresh one restored from the latest snapshot.
+// with its workspace (starting it again after Stop). A session whose
+// container or workspace is gone is ErrGone: Rebuild makes a new one.
 func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
-	if st.Backend != Name {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "docker: cannot resume a %s session", st.Backend)
-	}
-	spec, err := c.normalize(st.Spec)
+	const op = "docker: resume"
+	spec, cid, err := c.stateOf(st)
 	if err != nil {
 		return nil, err
 	}
-	if cid := st.Handles[handleContainer]; cid != "" {
+	if cid != "" && st.Workspace != "" && dirExists(st.Workspace) {
 		insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
 		switch {
-		case err == nil && st.Workspace != "" && dirExists(st.Workspace):
-			s, err := c.reattach(ctx, st, spec, cid, insp.Container.State != nil && insp.Container.State.Running)
-			if err == nil {
-				return s, nil
-			}
-			c.log.Warn("docker: reattach failed, recreating", "session", st.ID, "err", err)
-			_ = c.removeContainer(ctx, cid)
 		case err == nil:
-			_ = c.removeContainer(ctx, cid) // its workspace is gone
+			return c.reattach(ctx, st, spec, cid, insp.Container.State != nil && insp.Container.State.Running)
+		case !cerrdefs.IsNotFound(err):
+			return nil, c.unavailable("docker: inspect container "+shortID(cid), err)
+		}
+	}
+	return nil, sandbox.Wrap(op, sandbox.ErrGone, fmt.Errorf("session %s: its container or its workspace is gone; Rebuild makes a new session from its workspace or snapshot", st.ID))
+}
+
+// Rebuild makes a new session, under a new id, with the spec of the gone
+// session st: a new container over its workspace when that is still
+// there, else over a fresh workspace (or the caller's directory, made
+// anew) restored from its latest snapshot. A leftover stopped container
+// is removed first.
+func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
+	op := "docker: rebuild " + st.ID
+	spec, cid, err := c.stateOf(st)
+	if err != nil {
+		return nil, err
+	}
+	if cid != "" {
+		insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
+		switch {
+		case err == nil && insp.Container.State != nil && insp.Container.State.Running && st.Workspace != "" && dirExists(st.Workspace):
+			return nil, sandbox.Wrap(op, sandbox.ErrInvalid, errors.New("the session still runs: Resume it, or Delete it before a rebuild"))
+		case err == nil:
+			if err := c.removeContainer(ctx, cid); err != nil {
+				return nil, err
+			}
 		case !cerrdefs.IsNotFound(err):
 			return nil, c.unavailable("docker: inspect container "+shortID(cid), err)
 		}
 	}
 	if st.Workspace != "" && dirExists(st.Workspace) {
-		sess, err := c.create(ctx, st.ID, spec, st.Workspace)
+		sess, err := c.create(ctx, newSessionID(), spec, st.Workspace)
 		if err == nil {
 			s := sess.(*session)
 			s.ownsWS, s.snapshot = st.OwnsWorkspace, st.Snapshot
@@ -252,13 +269,27 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		ref = spec.Snapshot
 	}
 	if ref == "" {
-		return nil, sandbox.Wrap("docker: resume "+st.String(), sandbox.ErrNotFound, fmt.Errorf("its container and workspace %s are gone and it has no snapshot", st.Workspace))
+		return nil, sandbox.Wrap(op, sandbox.ErrNotFound, fmt.Errorf("its container and workspace %s are gone and it has no snapshot", st.Workspace))
 	}
 	spec.Snapshot, spec.Workspace = ref, ""
 	if !st.OwnsWorkspace && st.Workspace != "" {
 		spec.Workspace = st.Workspace // rebuild the caller's directory in place
 	}
-	return c.create(ctx, st.ID, spec, "")
+	return c.create(ctx, newSessionID(), spec, "")
+}
+
+// stateOf checks that st is this backend's and returns its spec, with
+// defaults applied, and its container id.
+func (c *Client) stateOf(st sandbox.State) (sandbox.Spec, string, error) {
+	if st.Backend != Name {
+		return sandbox.Spec{}, "", sandbox.Errorf(sandbox.ErrInvalid, "docker: state %s is for backend %q", st.ID, st.Backend)
+	}
+	spec, err := c.normalize(st.Spec)
+	if err != nil {
+		return sandbox.Spec{}, "", err
+	}
+	cid, err := containerOf(st)
+	return spec, cid, err
 }
 
 func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Spec, cid string, running bool) (sandbox.Session, error) {
@@ -296,7 +327,11 @@ func dirExists(d string) bool {
 // label) and its workspace when the session owned it.
 func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 	var errs []error
-	if cid := st.Handles[handleContainer]; cid != "" {
+	cid, err := containerOf(st)
+	if err != nil {
+		return err
+	}
+	if cid != "" {
 		if err := c.removeContainer(ctx, cid); err != nil {
 			errs = append(errs, err)
 		}

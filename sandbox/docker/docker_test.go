@@ -40,7 +40,7 @@ func newSession(t *testing.T, c *Client, spec sandbox.Spec) sandbox.Session {
 
 func run(t *testing.T, sess sandbox.Session, script string) sandbox.ExecResult {
 	t.Helper()
-	res, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, Timeout: 30 * time.Second})
+	res, err := sandbox.Exec(testCtx(t), sess, sandbox.ExecRequest{Cmd: []string{"sh", "-c", script}, Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("exec %q: %v", script, err)
 	}
@@ -209,12 +209,12 @@ func TestAContainerKilledFromOutsideGivesAClearError(t *testing.T) {
 	c := testClient(t)
 	t.Parallel()
 	sess := newSession(t, c, sandbox.Spec{})
-	cid := sess.State().Handles[handleContainer]
+	cid, _ := containerOf(sess.State())
 	if _, err := c.api.ContainerKill(testCtx(t), cid, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	_, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"true"}})
+	_, err := sandbox.Exec(testCtx(t), sess, sandbox.ExecRequest{Cmd: []string{"true"}})
 	if !errors.Is(err, sandbox.ErrClosed) || !strings.Contains(err.Error(), "outside agentbox") {
 		t.Fatalf("exec after an outside kill: %v; want ErrClosed saying it was killed outside agentbox", err)
 	}
@@ -225,7 +225,7 @@ func TestTheSessionTimeoutEndsTheSession(t *testing.T) {
 	t.Parallel()
 	sess := newSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{SessionTimeout: time.Second}}})
 	time.Sleep(1500 * time.Millisecond)
-	_, err := sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"true"}})
+	_, err := sandbox.Exec(testCtx(t), sess, sandbox.ExecRequest{Cmd: []string{"true"}})
 	if !errors.Is(err, sandbox.ErrTimeout) {
 		t.Fatalf("exec after the session timeout: %v; want ErrTimeout", err)
 	}
@@ -418,7 +418,7 @@ func emptyTar(t *testing.T) io.Reader {
 	return &buf
 }
 
-func TestResumeRestartsAStoppedContainerAndRecreatesARemovedOne(t *testing.T) {
+func TestResumeRestartsAStoppedContainerAndRebuildRecreatesARemovedOne(t *testing.T) {
 	c := testClient(t)
 	t.Parallel()
 	ctx := testCtx(t)
@@ -427,41 +427,57 @@ func TestResumeRestartsAStoppedContainerAndRecreatesARemovedOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := sess.State()
-	cases := []struct {
-		name    string
-		breakIt func(t *testing.T)
-	}{
-		{"after Stop the same container is started again", func(t *testing.T) {
-			if err := sess.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"after the container is removed it is recreated over the workspace", func(t *testing.T) {
-			if err := c.removeContainer(ctx, st.Handles[handleContainer]); err != nil {
-				t.Fatal(err)
-			}
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.breakIt(t)
-			again, err := c.Resume(ctx, st)
-			if err != nil {
-				t.Fatalf("resume: %v", err)
-			}
-			st = again.State()
-			if res := run(t, again, "cat kept.txt"); string(res.Stdout) != "kept" {
-				t.Fatalf("cat kept.txt after resume: %q (stderr %q)", res.Stdout, res.Stderr)
-			}
-		})
-	}
+	t.Run("after Stop Resume starts the same container again", func(t *testing.T) {
+		if err := sess.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.Resume(ctx, st)
+		if err != nil {
+			t.Fatalf("resume: %v", err)
+		}
+		if again.ID() != st.ID {
+			t.Fatalf("resume gave session %s, want %s", again.ID(), st.ID)
+		}
+		if res := run(t, again, "cat kept.txt"); string(res.Stdout) != "kept" {
+			t.Fatalf("cat kept.txt after resume: %q (stderr %q)", res.Stdout, res.Stderr)
+		}
+	})
+	t.Run("after the container is removed the session is gone and Rebuild recreates it over the workspace", func(t *testing.T) {
+		if err := c.removeContainer(ctx, mustContainer(t, st)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Resume(ctx, st); !errors.Is(err, sandbox.ErrGone) {
+			t.Fatalf("resume: err = %v, want ErrGone", err)
+		}
+		again, err := c.Rebuild(ctx, st)
+		if err != nil {
+			t.Fatalf("rebuild: %v", err)
+		}
+		if again.ID() == st.ID {
+			t.Fatalf("the rebuilt session kept the id %s", st.ID)
+		}
+		st = again.State()
+		if res := run(t, again, "cat kept.txt"); string(res.Stdout) != "kept" {
+			t.Fatalf("cat kept.txt after rebuild: %q (stderr %q)", res.Stdout, res.Stderr)
+		}
+	})
 	if err := c.Delete(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(st.Workspace); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Delete left the owned workspace %s: %v", st.Workspace, err)
 	}
-	if _, err := c.api.ContainerInspect(ctx, st.Handles[handleContainer], client.ContainerInspectOptions{}); err == nil {
+	if _, err := c.api.ContainerInspect(ctx, mustContainer(t, st), client.ContainerInspectOptions{}); err == nil {
 		t.Fatal("Delete left the container")
 	}
+}
+
+// mustContainer is the container id st names.
+func mustContainer(t testing.TB, st sandbox.State) string {
+	t.Helper()
+	cid, err := containerOf(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cid
 }

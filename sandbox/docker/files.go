@@ -82,7 +82,7 @@ func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
 }
 
 func (s *session) readInContainer(ctx context.Context, abs string) ([]byte, error) {
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"cat", "--", abs}, MaxOutput: maxReadOutside})
+	res, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"cat", "--", abs}, MaxOutput: maxReadOutside})
 	if err != nil {
 		return nil, err
 	}

@@ -139,19 +139,14 @@ type stdinWriter struct {
 	mu      sync.Mutex
 	settled bool
 	open    bool // the command runs (or may): writes go to it
-	closed  bool // Close was called, or the command gets no stdin
-	shut    bool // the input is closed (or was never attached)
+	closed  bool // Close was called
+	shut    bool // the input is closed
 	writing bool // a Write is on the connection
 }
 
-// newStdinWriter is the input over conn; closed means the command gets
-// none, shut that none was attached.
-func newStdinWriter(conn *client.HijackedResponse, tty, closed, shut bool) *stdinWriter {
-	w := &stdinWriter{conn: conn, tty: tty, ready: make(chan struct{}), gone: make(chan struct{}), closed: closed, shut: shut}
-	if closed {
-		close(w.gone)
-	}
-	return w
+// newStdinWriter is the command's input over conn.
+func newStdinWriter(conn *client.HijackedResponse, tty bool) *stdinWriter {
+	return &stdinWriter{conn: conn, tty: tty, ready: make(chan struct{}), gone: make(chan struct{})}
 }
 
 // eofWait bounds the ^D that closes a terminal's input: the terminal may

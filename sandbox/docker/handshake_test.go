@@ -136,7 +136,7 @@ func stdinPair(t *testing.T, tty bool) (*stdinWriter, net.Conn) {
 		conns[i] = c
 		t.Cleanup(func() { c.Close() })
 	}
-	return newStdinWriter(&client.HijackedResponse{Conn: conns[0]}, tty, false, false), conns[1]
+	return newStdinWriter(&client.HijackedResponse{Conn: conns[0]}, tty), conns[1]
 }
 
 // within fails the test unless f returns within d.

@@ -159,6 +159,7 @@ type process struct {
 	mainKilled atomic.Bool  // the killer SIGKILLed the command itself
 	exited     atomic.Bool  // the engine said the exec ended
 	denials0   int          // egress refusals before the start
+	closeOnce  sync.Once
 	waitMu     sync.Mutex
 	status     *sandbox.ExitStatus
 	waitErr    error
@@ -170,11 +171,10 @@ func newTag() string {
 	return hex.EncodeToString(b[:])
 }
 
-// start creates and attaches an exec for req (already validated). Without
-// withStdin the command gets no standard input (EOF at once); Exec uses
-// that when the request has no Stdin. An exec without a terminal always
-// attaches stdin, which carries the wrapper's go-ahead.
-func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin bool) (*process, error) {
+// start creates and attaches an exec for req (already validated). Its
+// stdin is always attached: a terminal's carries what the caller types,
+// and without a terminal it carries the wrapper's go-ahead first.
+func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process, error) {
 	if req.Workdir != "" && !path.IsAbs(req.Workdir) {
 		if _, err := sandbox.ResolveWorkspacePath(s.spec.Workdir, req.Workdir); err != nil {
 			return nil, err
@@ -190,7 +190,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin 
 		Env:          envList(req.Env),
 		WorkingDir:   s.workdirOf(req.Workdir),
 		TTY:          req.TTY,
-		AttachStdin:  withStdin || !req.TTY,
+		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
 	}
@@ -215,7 +215,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin 
 	if s.proxy != nil {
 		p.denials0 = len(s.proxy.Denials())
 	}
-	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY, !withStdin, !opts.AttachStdin)
+	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY)
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	p.stdout, p.stderr = outR, errR
@@ -242,6 +242,22 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest, withStdin 
 		}
 	}()
 	return p, nil
+}
+
+// Close kills the command's tree if it still runs and releases the
+// attach stream.
+func (p *process) Close() error {
+	p.closeOnce.Do(func() {
+		select {
+		case <-p.copied:
+		default:
+			_ = p.Kill(context.Background())
+		}
+		p.conn.Close()
+		_ = p.stdout.Close()
+		_ = p.stderr.Close()
+	})
+	return nil
 }
 
 func (p *process) Stdin() io.WriteCloser { return p.stdin }
@@ -390,7 +406,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	if p.s.proxy != nil {
 		if d := p.s.proxy.Denials(); len(d) > p.denials0 {
 			for _, line := range d[p.denials0:] {
-				st.Violations = append(st.Violations, "egress denied: "+line)
+				st.Violations = append(st.Violations, sandbox.EgressViolation(line))
 			}
 		}
 	}
@@ -458,7 +474,7 @@ func (s *session) describeExit(ctx context.Context, code int, killedByUs bool) (
 		switch {
 		case err == nil && oom:
 			st.OOMKilled = true
-			st.Violations = append(st.Violations, fmt.Sprintf("memory limit %d bytes reached: killed by the OOM killer", s.spec.Policy.Resources.MemoryBytes))
+			st.Violations = append(st.Violations, sandbox.OOMViolation(s.spec.Policy.Resources.MemoryBytes))
 		case err != nil:
 			// A root command can stop the probe (it runs as root
 			// too); say the answer is unknown rather than no.

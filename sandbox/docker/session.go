@@ -20,8 +20,25 @@ import (
 	"github.com/agentbox/agentbox/sandbox/wsfs"
 )
 
-// handleContainer is the State.Handles key of the container id.
-const handleContainer = "container"
+// handles is the docker backend's part of a sandbox.State.
+type handles struct {
+	// Container is the session's container id.
+	Container string `json:"container"`
+}
+
+// containerOf is the container id st names, a version 1 state's included.
+func containerOf(st sandbox.State) (string, error) {
+	var h handles
+	err := sandbox.DecodeHandles(st, &h, func(old map[string]string) error {
+		h.Container = old["container"]
+		return nil
+	})
+	return h.Container, err
+}
+
+// ContainerID is the id of the container of the docker session st
+// describes, for tools that inspect it.
+func ContainerID(st sandbox.State) (string, error) { return containerOf(st) }
 
 // session is one container.
 type session struct {
@@ -71,21 +88,6 @@ func (s *session) live() error {
 	return nil
 }
 
-// Exec runs a command to completion (Start + sandbox.Collect).
-func (s *session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	if err := req.Validate(); err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	if err := s.live(); err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	p, err := s.start(ctx, req, req.Stdin != nil)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	return sandbox.Collect(ctx, p, req.Stdin, req.EffectiveTimeout(s.spec.Policy), req.EffectiveMaxOutput(s.spec.Policy))
-}
-
 // Start runs a command in the container and streams it.
 func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if err := req.Validate(); err != nil {
@@ -94,7 +96,14 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 	if err := s.live(); err != nil {
 		return nil, err
 	}
-	return s.start(ctx, req, true)
+	p, err := s.start(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if req.Stdin != nil {
+		sandbox.FeedStdin(p, req.Stdin)
+	}
+	return p, nil
 }
 
 // execError classifies a failed exec call: a container that is gone or
@@ -270,7 +279,7 @@ func (s *session) State() sandbox.State {
 		Workspace:     s.workspace,
 		OwnsWorkspace: s.ownsWS,
 		Snapshot:      s.snapshot,
-		Handles:       map[string]string{handleContainer: s.containerID},
+		Handles:       sandbox.EncodeHandles(handles{Container: s.containerID}),
 		CreatedAt:     s.created,
 	}
 }

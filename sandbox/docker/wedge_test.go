@@ -31,7 +31,7 @@ func execWithin(t *testing.T, sess sandbox.Session, req sandbox.ExecRequest, lim
 	done := make(chan result, 1)
 	start := time.Now()
 	go func() {
-		res, err := sess.Exec(context.Background(), req)
+		res, err := sandbox.Exec(context.Background(), sess, req)
 		done <- result{res, err}
 	}()
 	select {
@@ -128,7 +128,7 @@ func TestTimeoutKillsCommandThatStopsTheKiller(t *testing.T) {
 			if !errors.Is(err, sandbox.ErrClosed) || !strings.Contains(err.Error(), "could not be killed from inside") {
 				t.Fatalf("exec: %v; want ErrClosed saying the container was killed and why", err)
 			}
-			_, err = sess.Exec(testCtx(t), sandbox.ExecRequest{Cmd: []string{"true"}})
+			_, err = sandbox.Exec(testCtx(t), sess, sandbox.ExecRequest{Cmd: []string{"true"}})
 			if !errors.Is(err, sandbox.ErrClosed) || !strings.Contains(err.Error(), "could not be killed from inside") {
 				t.Fatalf("exec after the container kill: %v; want ErrClosed saying why", err)
 			}

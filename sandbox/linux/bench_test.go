@@ -50,7 +50,7 @@ func BenchmarkExec(b *testing.B) {
 	var samples []time.Duration
 	for b.Loop() {
 		t := time.Now()
-		res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"/bin/true"}})
+		res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"/bin/true"}})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("exec: %v (exit %d)", err, res.ExitCode)
 		}
@@ -76,7 +76,7 @@ func BenchmarkExecAfterQuiet(b *testing.B) {
 		time.Sleep(100 * time.Millisecond)
 		b.StartTimer()
 		t := time.Now()
-		res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"/bin/true"}})
+		res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"/bin/true"}})
 		if err != nil || res.ExitCode != 0 {
 			b.Fatalf("exec: %v (exit %d)", err, res.ExitCode)
 		}
@@ -94,7 +94,7 @@ func BenchmarkColdStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
+		if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
 			b.Fatal(err)
 		}
 		if err := s.Close(context.Background()); err != nil {
@@ -113,7 +113,7 @@ func TestIdleSessionMemory(t *testing.T) {
 	s := newTestSession(t, c, sandbox.Spec{})
 	run(t, s, "true")
 	time.Sleep(200 * time.Millisecond)
-	pid := s.(*session).initPid()
+	pid := s.(*session).h.InitPID
 	rss, pss, err := memoryOf(pid)
 	if err != nil {
 		t.Skipf("read smaps_rollup of the init: %v", err)
@@ -167,7 +167,7 @@ func TestHundredConcurrentSessions(t *testing.T) {
 				return
 			}
 			sessions <- s
-			res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo $((" + strconv.Itoa(i) + "+1))"}})
+			res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo $((" + strconv.Itoa(i) + "+1))"}})
 			if err != nil {
 				errs <- fmt.Errorf("session %d: exec: %w", i, err)
 				return
@@ -184,7 +184,7 @@ func TestHundredConcurrentSessions(t *testing.T) {
 	var all []sandbox.Session
 	for s := range sessions {
 		all = append(all, s)
-		if _, p, err := memoryOf(s.(*session).initPid()); err == nil {
+		if _, p, err := memoryOf(s.(*session).h.InitPID); err == nil {
 			pss += p
 		}
 	}
@@ -223,7 +223,7 @@ func BenchmarkExecOverBare(b *testing.B) {
 		_, _ = syscall.Wait4(pid, &ws, 0, nil)
 		bare = append(bare, time.Since(t))
 		t = time.Now()
-		if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
+		if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
 			b.Fatal(err)
 		}
 		sess = append(sess, time.Since(t))
@@ -250,7 +250,7 @@ func BenchmarkColdPhases(b *testing.B) {
 		create = append(create, time.Since(t))
 		for _, d := range []*[]time.Duration{&first, &second} {
 			t = time.Now()
-			if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
+			if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"/bin/true"}}); err != nil {
 				b.Fatal(err)
 			}
 			*d = append(*d, time.Since(t))

@@ -2,10 +2,8 @@ package linux
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -95,8 +93,9 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	}
 	st := sandbox.State{
 		Version: sandbox.StateVersion, Backend: c.Name(), ID: id, Spec: spec,
-		Handles: map[string]string{"state_dir": dir}, CreatedAt: time.Now().UTC(),
+		CreatedAt: time.Now().UTC(),
 	}
+	h := handles{StateDir: dir, Socket: filepath.Join(dir, "control.sock")}
 	ws := spec.Workspace
 	if ws == "" {
 		ws = filepath.Join(c.opts.StateDir, id+".workspace")
@@ -121,7 +120,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	// its start.
 	late := spec.Policy.Resources.DiskBytes == 0 && spec.Snapshot == ""
 	if !late {
-		if err := c.prepareHost(ctx, &st, &u, spec, ws, uid, gid, adopt); err != nil {
+		if err := c.prepareHost(ctx, &st, &h, &u, spec, ws, uid, gid, adopt); err != nil {
 			return nil, err
 		}
 	}
@@ -154,44 +153,33 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	child = l.child
 	pid := child.proc.Pid
 	if late {
-		if err := c.prepareHost(ctx, &st, &u, spec, ws, uid, gid, adopt); err != nil {
+		if err := c.prepareHost(ctx, &st, &h, &u, spec, ws, uid, gid, adopt); err != nil {
 			return nil, err
 		}
 	}
 	if made := recordMadeDirs(ws, cfg); len(made) > 0 {
-		b, err := json.Marshal(made)
-		if err != nil {
-			return nil, sandbox.Wrap(op, nil, err)
-		}
-		st.Handles[madeDirsHandle] = string(b)
+		h.MadeDirs = made
 		u.push(func() { _ = removeMadeDirs(made) }) // after the init is killed
 	}
 	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
-		st.Handles["deadline"] = strconv.FormatInt(time.Now().Add(t).UnixNano(), 10)
+		h.Deadline = time.Now().Add(t)
 	}
-	st.Handles["socket"] = filepath.Join(dir, "control.sock")
-	st.Handles["init_pid"] = strconv.Itoa(pid)
-	// state.json is written while the init builds the sandbox, off the
-	// path of the start, and names the init from its first moment (so
-	// that Delete finds it should this process die now). It lacks only
-	// the landlock report, which Resume asks the init for.
-	early := st
-	early.Handles = maps.Clone(st.Handles)
-	saved := make(chan error, 1)
-	go func() { saved <- writeState(dir, early) }()
-	report, spare, err := l.configure(ctx, dir, cfg)
-	// Waited for even on failure: the undo removes the directory.
-	if serr := <-saved; serr != nil && err == nil {
-		err = serr
+	h.InitPID = pid
+	// state.json names the init from its first moment, so that Delete
+	// finds it should this process die now. It lacks only the landlock
+	// report, which Resume asks the init for.
+	st.Handles = sandbox.EncodeHandles(h)
+	if err := writeState(dir, st); err != nil {
+		return nil, sandbox.Wrap(op, nil, err)
 	}
+	report, err := l.configure(ctx, h.Socket, dir, cfg)
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
-	st.Handles["landlock"] = report
+	h.Landlock = report
 
-	s := newSession(c, st, g)
+	s := newSession(c, st, h, g)
 	s.child = child
-	s.spare = spare
 	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
 		if err := s.startEgress(spec.Policy.Network); err != nil {
 			return nil, sandbox.Wrap(op, nil, err)
@@ -207,9 +195,9 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 
 // prepareHost makes the session directory and the workspace (fresh, on a
 // size-limited image, or seeded from a snapshot), each with its undo.
-func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, u *undo, spec sandbox.Spec, ws string, uid, gid int, adopt bool) error {
+func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles, u *undo, spec sandbox.Spec, ws string, uid, gid int, adopt bool) error {
 	const op = "linux: create"
-	dir := st.Handles["state_dir"]
+	dir := h.StateDir
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return sandbox.Wrap(op, nil, fmt.Errorf("create session directory %s: %w", dir, err))
 	}
@@ -225,7 +213,7 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, u *undo, sp
 			if err := mountDisk(ctx, img, ws, spec.Policy.Resources.DiskBytes, uid, gid); err != nil {
 				return sandbox.Wrap(op, nil, err)
 			}
-			st.Handles["disk_image"] = img
+			h.DiskImage = img
 			u.push(func() { unmountDisk(ws) })
 		}
 		if c.rootless {

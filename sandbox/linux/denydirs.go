@@ -14,10 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// madeDirsHandle is the State handle listing, as JSON, the madeDirs of
-// a session, for release to remove.
-const madeDirsHandle = "deny_mount_points"
-
 // madeDir is a host directory the init may make as the mount point of a
 // missing denied path (see coverMissing): Rel under Base, the workspace
 // or a read-write mount's source.

@@ -27,11 +27,7 @@ type egressBridge struct {
 // startEgress starts the proxy for the session's allow-list. The port is
 // kept in the state so that a resumed session keeps its proxy address.
 func (s *session) startEgress(np sandbox.NetworkPolicy) error {
-	want := 0
-	if p := s.st.Handles["proxy_port"]; p != "" {
-		want, _ = strconv.Atoi(p)
-	}
-	ln, err := listenInSandbox(s.st.Handles["socket"], want)
+	ln, err := listenInSandbox(s.h.Socket, s.h.ProxyPort)
 	if err != nil {
 		return fmt.Errorf("egress: %w", err)
 	}
@@ -48,7 +44,7 @@ func (s *session) startEgress(np sandbox.NetworkPolicy) error {
 	}()
 	s.mu.Lock()
 	s.egress = b
-	s.st.Handles["proxy_port"] = strconv.Itoa(b.port)
+	s.h.ProxyPort = b.port
 	s.mu.Unlock()
 	return nil
 }
@@ -88,7 +84,7 @@ func (b *egressBridge) denialsSince(n int) []string {
 	}
 	out := make([]string, 0, len(d)-n)
 	for _, line := range d[n:] {
-		out = append(out, "egress refused: "+line)
+		out = append(out, sandbox.EgressViolation(line))
 	}
 	return out
 }

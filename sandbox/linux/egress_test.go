@@ -21,7 +21,7 @@ func TestAllowListRefusesUnlistedHostsThroughTheProxy(t *testing.T) {
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
 		Mode: sandbox.NetworkAllowList, Allow: []string{"allowed.example.com"},
 	}}})
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{
 		Cmd:     []string{"curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://denied.example.org/"},
 		Timeout: 20 * time.Second,
 	})
@@ -35,7 +35,7 @@ func TestAllowListRefusesUnlistedHostsThroughTheProxy(t *testing.T) {
 		t.Errorf("violations %q do not name the refused host", res.Violations)
 	}
 	// Without the proxy there is no route at all.
-	res, err = s.Exec(context.Background(), sandbox.ExecRequest{
+	res, err = sandbox.Exec(context.Background(), s, sandbox.ExecRequest{
 		Cmd:     []string{"curl", "-sS", "--noproxy", "*", "--max-time", "3", "http://1.1.1.1/"},
 		Timeout: 20 * time.Second,
 	})

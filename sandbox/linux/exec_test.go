@@ -31,7 +31,7 @@ func TestExecRunsACommandInTheSandbox(t *testing.T) {
 func TestACommandMissingFromThePathIsNotFound(t *testing.T) {
 	c := newTestClient(t)
 	s := newTestSession(t, c, sandbox.Spec{})
-	_, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"no-such-command-agentbox"}})
+	_, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"no-such-command-agentbox"}})
 	if !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}

@@ -16,7 +16,7 @@ func TestTheHostEnvironmentIsNotInherited(t *testing.T) {
 	t.Setenv("AGENTBOX_HOST_SECRET", "s3cret")
 	c := newTestClient(t)
 	s := newTestSession(t, c, sandbox.Spec{Env: map[string]string{"FROM_SPEC": "yes"}})
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"FROM_REQ": "1"}})
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"env"}, Env: map[string]string{"FROM_REQ": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,8 +178,8 @@ func TestLandlockAllowsWritesOnlyWhereTheSessionWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newTestSession(t, c, sandbox.Spec{Mounts: []sandbox.Mount{{Source: rw, Target: "/mnt/rw"}}})
-	if !strings.HasPrefix(s.State().Handles["landlock"], "landlock ABI") {
-		t.Skipf("no landlock here: %s", s.State().Handles["landlock"])
+	if !strings.HasPrefix(s.(*session).h.Landlock, "landlock ABI") {
+		t.Skipf("no landlock here: %s", s.(*session).h.Landlock)
 	}
 	for _, p := range []string{"/workspace/f", "/tmp/f", "/dev/shm/f", "/mnt/rw/f", "/dev/null"} {
 		res := run(t, s, "sh", "-c", "echo x > "+p)

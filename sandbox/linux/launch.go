@@ -182,53 +182,42 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, nt *netThread
 	return l, nil
 }
 
-// configure gives the launched init its control socket and log with its
-// config, and waits until it serves (or says why it cannot). It returns
-// the landlock report and a control connection for the first command.
-func (l *launched) configure(ctx context.Context, dir string, cfg *control.Config) (_ string, _ *net.UnixConn, err error) {
-	sockPath := filepath.Join(dir, "control.sock")
-	ln, err := control.Listen(sockPath)
+// configure gives the launched init its control socket (bound at sock)
+// and its log (in dir) with its config, and waits until it serves (or
+// says why it cannot). It returns the init's landlock report.
+func (l *launched) configure(ctx context.Context, sock, dir string, cfg *control.Config) (string, error) {
+	ln, err := control.Listen(sock)
 	if err != nil {
-		return "", nil, fmt.Errorf("listen on %s: %w", sockPath, err)
+		return "", fmt.Errorf("listen on %s: %w", sock, err)
 	}
 	ln.SetUnlinkOnClose(false)
 	lnFile, err := ln.File()
 	ln.Close()
 	if err != nil {
-		return "", nil, fmt.Errorf("control socket file: %w", err)
+		return "", fmt.Errorf("control socket file: %w", err)
 	}
 	defer lnFile.Close()
 	logf, err := os.OpenFile(filepath.Join(dir, "init.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return "", nil, fmt.Errorf("create init log: %w", err)
+		return "", fmt.Errorf("create init log: %w", err)
 	}
 	defer logf.Close()
-	files := []*os.File{lnFile, logf}
 	deadline := time.Now().Add(startTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	_ = l.setup.SetDeadline(deadline)
-	if err := control.Send(l.setup, cfg, files...); err != nil {
-		return "", nil, fmt.Errorf("send config to init: %w%s", err, l.earlyOutput())
+	if err := control.Send(l.setup, cfg, lnFile, logf); err != nil {
+		return "", fmt.Errorf("send config to init: %w%s", err, l.earlyOutput())
 	}
-	// The first command's control connection is made now, while the init
-	// boots (the listener is ours until then: the connection waits in its
-	// backlog), off the path from ready to that command's start.
-	first, _ := control.Dial(sockPath)
-	defer func() {
-		if err != nil && first != nil {
-			_ = first.Close()
-		}
-	}()
 	var ready control.Ready
 	if _, err := control.Recv(l.setup, &ready, control.MaxReply); err != nil {
-		return "", nil, fmt.Errorf("wait for init to be ready: %w%s%s", err, l.earlyOutput(), initLogTail(dir))
+		return "", fmt.Errorf("wait for init to be ready: %w%s%s", err, l.earlyOutput(), initLogTail(dir))
 	}
 	if ready.Error != "" {
-		return "", nil, fmt.Errorf("init: %s", ready.Error)
+		return "", fmt.Errorf("init: %s", ready.Error)
 	}
-	return ready.Landlock, first, nil
+	return ready.Landlock, nil
 }
 
 // earlyOutput is what the init wrote before it had its log, for error

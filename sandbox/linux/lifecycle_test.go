@@ -45,12 +45,12 @@ func TestResumeFromAnotherClientReattachesToTheLiveInit(t *testing.T) {
 	if err := s2.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s1.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err == nil {
+	if _, err := sandbox.Exec(context.Background(), s1, sandbox.ExecRequest{Cmd: []string{"true"}}); err == nil {
 		t.Errorf("exec in a session closed by another client succeeded")
 	}
 }
 
-func TestResumeOfAStoppedSessionRebuildsItOnItsWorkspace(t *testing.T) {
+func TestAStoppedSessionIsGoneAndRebuildsOnItsWorkspace(t *testing.T) {
 	c := newTestClient(t)
 	s, err := c.Create(context.Background(), sandbox.Spec{})
 	if err != nil {
@@ -63,11 +63,17 @@ func TestResumeOfAStoppedSessionRebuildsItOnItsWorkspace(t *testing.T) {
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := c.Resume(context.Background(), st)
+	if _, err := c.Resume(context.Background(), st); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("resume of a stopped session: err = %v, want ErrGone", err)
+	}
+	s2, err := c.Rebuild(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close(context.Background())
+	if s2.ID() == st.ID {
+		t.Errorf("the rebuilt session kept the id %s", st.ID)
+	}
 	res := run(t, s2, "cat", "note.txt")
 	if string(res.Stdout) != "survives\n" {
 		t.Errorf("cat note.txt = %q after the rebuild", res.Stdout)
@@ -134,7 +140,7 @@ func TestCloseIsIdempotentAndRemovesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := s.State()
-	pid := s.(*session).initPid()
+	pid := s.(*session).h.InitPID
 	for i := 0; i < 2; i++ {
 		if err := s.Close(context.Background()); err != nil {
 			t.Fatalf("close #%d: %v", i+1, err)
@@ -143,7 +149,7 @@ func TestCloseIsIdempotentAndRemovesEverything(t *testing.T) {
 	if initAlive(pid, "") {
 		t.Errorf("init %d still alive after Close", pid)
 	}
-	for _, p := range []string{st.Handles["state_dir"], st.Workspace} {
+	for _, p := range []string{mustHandles(t, st).StateDir, st.Workspace} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still exists after Close", p)
 		}
@@ -156,7 +162,7 @@ func TestCloseIsIdempotentAndRemovesEverything(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Errorf("exec after Close: %v, want ErrClosed", err)
 	}
 	if err := c.Delete(context.Background(), st); err != nil {
@@ -215,7 +221,7 @@ func TestListFindsLiveAndStoppedSessions(t *testing.T) {
 func TestInitAliveTellsSessionsApart(t *testing.T) {
 	c := newTestClient(t)
 	s := newTestSession(t, c, sandbox.Spec{})
-	pid := s.(*session).initPid()
+	pid := s.(*session).h.InitPID
 	if !initAlive(pid, s.ID()) {
 		t.Fatalf("init %d of session %s not recognised", pid, s.ID())
 	}
@@ -235,7 +241,7 @@ func TestDeleteByIDEndsTheInit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := s.(*session).initPid()
+	pid := s.(*session).h.InitPID
 	if err := c.Delete(context.Background(), sandbox.State{ID: s.ID()}); err != nil {
 		t.Fatalf("delete by id: %v", err)
 	}
@@ -284,7 +290,7 @@ func TestTheInitSurvivesEverySignalButSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	pid, err := strconv.Atoi(s.State().Handles["init_pid"])
+	pid, err := InitPID(s.State())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +315,7 @@ func TestTheInitSurvivesEverySignalButSIGKILL(t *testing.T) {
 				t.Fatalf("queue signal %d to the init's thread %d: %v", sig, tid, errno)
 			}
 		}
-		if res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		if res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil || res.ExitCode != 0 {
 			t.Fatalf("after signal %d (%v) the session does not run a command: %v, %+v", sig, unix.SignalName(unix.Signal(sig)), err, res.ExitStatus)
 		}
 	}

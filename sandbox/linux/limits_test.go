@@ -28,7 +28,7 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", tc.cmd}, Timeout: 300 * time.Millisecond})
+			res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"sh", "-c", tc.cmd}, Timeout: 300 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestMemoryLimitOOMKills(t *testing.T) {
 	}
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{MemoryBytes: 32 << 20}}})
 	// A memory bomb: a shell variable doubling until the limit is hit.
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{
 		Cmd:     []string{"sh", "-c", "x=xxxxxxxxxxxxxxxx; while true; do x=$x$x; done"},
 		Timeout: 20 * time.Second,
 	})
@@ -80,7 +80,7 @@ func TestPidsLimitBoundsAForkBomb(t *testing.T) {
 	}
 	const limit = 32
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{Pids: limit}}})
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{
 		Cmd:     []string{"sh", "-c", "while true; do sleep 5 & done"},
 		Timeout: 2 * time.Second,
 	})
@@ -211,7 +211,7 @@ func TestSessionTimeoutEndsTheSession(t *testing.T) {
 	c := newTestClient(t)
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{SessionTimeout: time.Second}}})
 	start := time.Now()
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sleep", "30"}})
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"sleep", "30"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,14 +221,14 @@ func TestSessionTimeoutEndsTheSession(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the command ran %s past a 1s session timeout", d)
 	}
-	pid := s.(*session).initPid()
+	pid := s.(*session).h.InitPID
 	for i := 0; i < 100 && initAlive(pid, ""); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if initAlive(pid, "") {
 		t.Errorf("init %d alive after the session timeout", pid)
 	}
-	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrTimeout) {
+	if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrTimeout) {
 		t.Errorf("exec after the session timeout: %v, want ErrTimeout", err)
 	}
 }

@@ -49,9 +49,19 @@ func run(t testing.TB, s sandbox.Session, cmd ...string) sandbox.ExecResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: cmd})
+	res, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: cmd})
 	if err != nil {
 		t.Fatalf("exec %q: %v", cmd, err)
 	}
 	return res
+}
+
+// mustHandles reads the linux handles of st.
+func mustHandles(t testing.TB, st sandbox.State) handles {
+	t.Helper()
+	h, err := decodeHandles(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

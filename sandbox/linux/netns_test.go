@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ func TestTheFirstSessionsNetworkNamespaceIsItsOwn(t *testing.T) {
 	}
 	first := newTestSession(t, c, sandbox.Spec{})  // born in the prepared namespace
 	second := newTestSession(t, c, sandbox.Spec{}) // cloned with CLONE_NEWNET
-	if ns, err := os.Readlink(filepath.Join("/proc", first.State().Handles["init_pid"], "ns/net")); err != nil || ns != prepared {
+	if ns, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(first.(*session).h.InitPID), "ns/net")); err != nil || ns != prepared {
 		t.Errorf("the first session's init is in network namespace %q (%v), not the one prepared for it, %s", ns, err, prepared)
 	}
 	seen := map[string]string{}
@@ -58,7 +59,7 @@ func TestTheFirstSessionsNetworkNamespaceIsItsOwn(t *testing.T) {
 			t.Errorf("the %s and %s sessions share network namespace %s", name, other, inside)
 		}
 		seen[inside] = name
-		pid := s.State().Handles["init_pid"]
+		pid := strconv.Itoa(s.(*session).h.InitPID)
 		if ns, err := os.Readlink(filepath.Join("/proc", pid, "ns/net")); err != nil || ns != inside {
 			t.Errorf("%s session: its init (pid %s) is in network namespace %q (%v), its command in %q", name, pid, ns, err, inside)
 		}

@@ -31,10 +31,11 @@ type process struct {
 	oomBefore uint64
 	denBefore int
 
-	killOnce sync.Once
-	waitOnce sync.Once
-	status   sandbox.ExitStatus
-	werr     error
+	killOnce  sync.Once
+	closeOnce sync.Once
+	waitOnce  sync.Once
+	status    sandbox.ExitStatus
+	werr      error
 }
 
 // Start runs a command in the session and streams it.
@@ -58,11 +59,11 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	defer func() {
 		control.CloseAll(remote)
 		if err != nil {
-			p.release()
+			p.Close()
 		}
 	}()
 	if req.TTY {
-		master, tty, err := openSandboxPTY(s.initPid())
+		master, tty, err := openSandboxPTY(s.h.InitPID)
 		if err != nil {
 			return nil, sandbox.Wrap(op, nil, fmt.Errorf("open a pseudo-terminal: %w", err))
 		}
@@ -116,6 +117,9 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 		return nil, sandbox.Wrap(op, kind, errors.New(r.Error))
 	}
 	_ = c.SetWriteDeadline(time.Time{})
+	if req.Stdin != nil {
+		sandbox.FeedStdin(p, req.Stdin)
+	}
 	return p, nil
 }
 
@@ -160,7 +164,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 					// The init ended the session at its timeout, and the
 					// command with it.
 					p.status = sandbox.ExitStatus{ExitCode: 137, Signal: "SIGKILL", TimedOut: true,
-						Violations: []string{fmt.Sprintf("session timeout of %s reached: the session was ended", p.s.policy().Resources.SessionTimeout)}}
+						Violations: []string{sandbox.SessionTimeoutViolation(p.s.policy().Resources.SessionTimeout)}}
 					return
 				}
 				p.werr = sandbox.Wrap("linux: wait", sandbox.ErrClosed, fmt.Errorf("lost the init before the command's exit: %w", err))
@@ -177,7 +181,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		p.status = sandbox.ExitStatus{ExitCode: e.Code, Signal: e.Signal}
 		if (e.Signal == "SIGKILL" || e.Code == 137) && p.s.g.OOMKills() > p.oomBefore {
 			p.status.OOMKilled = true
-			p.status.Violations = append(p.status.Violations, "memory limit reached: the kernel's OOM killer ended a process")
+			p.status.Violations = append(p.status.Violations, sandbox.OOMViolation(p.s.policy().Resources.MemoryBytes))
 		}
 		if e := p.s.egressRef(); e != nil {
 			p.status.Violations = append(p.status.Violations, e.denialsSince(p.denBefore)...)
@@ -187,13 +191,16 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	return p.status, p.werr
 }
 
-// release closes the client's ends of the command's stdio and its
-// control connection (killing the command if it still runs).
-func (p *process) release() {
-	control.CloseAll(p.files)
-	if p.conn != nil {
-		_ = p.conn.Close()
-	}
+// Close closes the client's ends of the command's stdio and its control
+// connection, which kills the command's tree if it still runs.
+func (p *process) Close() error {
+	p.closeOnce.Do(func() {
+		control.CloseAll(p.files)
+		if p.conn != nil {
+			_ = p.conn.Close()
+		}
+	})
+	return nil
 }
 
 // ttyInput writes to a terminal; Close sends end-of-file (^D) rather

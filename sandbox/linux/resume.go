@@ -4,53 +4,67 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
-	"github.com/agentbox/agentbox/sandbox/linux/control"
-
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux/control"
 )
 
-// Resume reattaches to a live session through its control socket; when
-// the init is gone, it rebuilds the session from the same spec on its
-// workspace, or on a fresh workspace seeded from its latest snapshot when
-// the workspace is gone too.
+// Resume reattaches to a live session through its control socket, from
+// this or another process. A session whose init is gone is ErrGone;
+// Rebuild makes a new one from what it left.
 func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
-	if st.Backend != c.Name() {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "linux: resume: state is for backend %q", st.Backend)
+	const op = "linux: resume"
+	h, err := c.stateOf(st)
+	if err != nil {
+		return nil, err
 	}
-	if info, err := probe(st.Handles["socket"]); err == nil && info.ID == st.ID {
-		if st.Handles["landlock"] == "" && info.Landlock != "" {
+	info, err := probe(h.Socket)
+	if err == nil && info.ID == st.ID {
+		if h.Landlock == "" {
 			// A state read back from state.json, written before the init
 			// had confined its thread.
-			st.Handles = maps.Clone(st.Handles)
-			st.Handles["landlock"] = info.Landlock
+			h.Landlock = info.Landlock
 		}
-		s := newSession(c, st, c.cg.Open(st.ID))
+		s := newSession(c, st, h, c.cg.Open(st.ID))
 		if st.Spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
 			if err := s.startEgress(st.Spec.Policy.Network); err != nil {
-				return nil, sandbox.Wrap("linux: resume", nil, err)
+				return nil, sandbox.Wrap(op, nil, err)
 			}
 		}
 		return s, nil
 	}
-	if pid := initPidOf(c, st); initAlive(pid, st.ID) {
+	if initAlive(h.InitPID, st.ID) {
 		// Alive but not answering: starting (its state is written before
-		// it serves) or wedged. Either way not gone, so not rebuilt over.
-		return nil, sandbox.Errorf(sandbox.ErrUnavailable, "linux: resume %s: its init (pid %d) is alive but does not answer on %s yet; retry, or Delete it",
-			st.ID, pid, st.Handles["socket"])
+		// it serves) or wedged. Either way not gone.
+		return nil, &sandbox.Error{Op: op, Kind: sandbox.ErrUnavailable, Retryable: true,
+			Err: fmt.Errorf("session %s: its init (pid %d) is alive but does not answer on %s yet; retry, or Delete it", st.ID, h.InitPID, h.Socket)}
 	}
-	// The sandbox is gone: clear what is left of it, keep the workspace.
+	return nil, sandbox.Wrap(op, sandbox.ErrGone, fmt.Errorf("session %s no longer runs (its init is gone); Rebuild makes a new session from its workspace or snapshot", st.ID))
+}
+
+// Rebuild makes a new session with the spec of the gone session st, on
+// its workspace when that is still there (adopting it when the old
+// session owned it), else on a fresh workspace seeded from its latest
+// snapshot. What is left of the old session is cleared first.
+func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
+	op := "linux: rebuild " + st.ID
+	h, err := c.stateOf(st)
+	if err != nil {
+		return nil, err
+	}
+	if c.Alive(st) || initAlive(h.InitPID, st.ID) {
+		return nil, sandbox.Wrap(op, sandbox.ErrInvalid, errors.New("the session still runs: Resume it, or Delete it before a rebuild"))
+	}
 	keep := st
 	keep.OwnsWorkspace = false
-	_ = c.Delete(ctx, keep)
+	if err := c.Delete(ctx, keep); err != nil {
+		return nil, sandbox.Wrap(op, nil, fmt.Errorf("clear what is left of it: %w", err))
+	}
 	spec := st.Spec
 	adopt := false
-	if st.Workspace != "" && dirExists(st.Workspace) && st.Handles["disk_image"] == "" {
+	if st.Workspace != "" && dirExists(st.Workspace) && h.DiskImage == "" {
 		spec.Workspace = st.Workspace
 		spec.Snapshot = ""
 		adopt = st.OwnsWorkspace
@@ -58,44 +72,49 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		spec.Workspace = ""
 		spec.Snapshot = st.Snapshot
 		if spec.Snapshot == "" {
-			return nil, sandbox.Errorf(sandbox.ErrNotFound, "linux: resume %s: the session is gone and left no workspace or snapshot to rebuild from", st.ID)
+			return nil, sandbox.Wrap(op, sandbox.ErrNotFound, errors.New("it left no workspace or snapshot to rebuild from"))
 		}
 	}
 	s, err := c.create(ctx, spec, c.newID(), adopt)
 	if err != nil {
-		return nil, sandbox.Wrap("linux: resume "+st.ID, nil, err)
+		return nil, sandbox.Wrap(op, nil, err)
 	}
+	from := "its workspace"
+	if spec.Snapshot != "" {
+		from = "snapshot " + spec.Snapshot
+	}
+	c.log.Info("linux session rebuilt", "gone", st.ID, "new", s.ID(), "from", from)
 	return s, nil
+}
+
+// stateOf checks that st is this backend's and reads its handles, with
+// the defaults of a session of this client filled in.
+func (c *Client) stateOf(st sandbox.State) (handles, error) {
+	if st.Backend != "" && st.Backend != c.Name() {
+		return handles{}, sandbox.Errorf(sandbox.ErrInvalid, "linux: state %s is for backend %q", st.ID, st.Backend)
+	}
+	if st.ID == "" {
+		return handles{}, sandbox.Errorf(sandbox.ErrInvalid, "linux: state has no session id")
+	}
+	h, err := decodeHandles(st)
+	if err != nil {
+		return handles{}, err
+	}
+	return c.withDefaults(st, h), nil
 }
 
 // Delete tears down what st names; what is already gone is skipped.
 func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
-	if st.Backend != "" && st.Backend != c.Name() {
-		return sandbox.Errorf(sandbox.ErrInvalid, "linux: delete: state is for backend %q", st.Backend)
+	h, err := c.stateOf(st)
+	if err != nil {
+		return err
 	}
-	if st.ID == "" {
-		return sandbox.Errorf(sandbox.ErrInvalid, "linux: delete: state has no session id")
-	}
-	if st.Handles == nil {
-		st.Handles = map[string]string{}
-	}
-	if st.Handles["state_dir"] == "" {
-		st.Handles["state_dir"] = c.sessionDir(st.ID)
-	}
-	if st.Handles["socket"] == "" {
-		st.Handles["socket"] = st.Handles["state_dir"] + "/control.sock"
-	}
-	if st.Handles["init_pid"] == "" {
-		if pid := initPidOf(c, st); pid > 0 {
-			st.Handles["init_pid"] = strconv.Itoa(pid)
-		}
-	}
-	s := newSession(c, st, c.cg.Open(st.ID))
+	s := newSession(c, st, h, c.cg.Open(st.ID))
 	s.closed = true
 	if err := s.Stop(ctx); err != nil {
 		return err
 	}
-	return c.release(st)
+	return c.release(st, h)
 }
 
 // probe asks an init who it is; it fails when nothing serves the socket.
@@ -142,11 +161,7 @@ func (c *Client) List() ([]sandbox.State, error) {
 		if !e.IsDir() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(c.opts.StateDir, e.Name(), "state.json"))
-		if err != nil {
-			continue
-		}
-		if st, err := sandbox.UnmarshalState(b); err == nil {
+		if st, err := readState(c.sessionDir(e.Name())); err == nil && st.ID == e.Name() {
 			out = append(out, st)
 		}
 	}
@@ -155,29 +170,10 @@ func (c *Client) List() ([]sandbox.State, error) {
 
 // Alive reports whether the init of a saved session still serves.
 func (c *Client) Alive(st sandbox.State) bool {
-	info, err := probe(st.Handles["socket"])
-	return err == nil && info.ID == st.ID
-}
-
-// initPidOf is the pid of st's init: from its handles, else from the
-// state.json its session directory holds (written as the init starts);
-// 0 when neither says.
-func initPidOf(c *Client, st sandbox.State) int {
-	if n, err := strconv.Atoi(st.Handles["init_pid"]); err == nil {
-		return n
-	}
-	dir := st.Handles["state_dir"]
-	if dir == "" {
-		dir = c.sessionDir(st.ID)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
+	h, err := c.stateOf(st)
 	if err != nil {
-		return 0
+		return false
 	}
-	saved, err := sandbox.UnmarshalState(b)
-	if err != nil || saved.ID != st.ID {
-		return 0
-	}
-	n, _ := strconv.Atoi(saved.Handles["init_pid"])
-	return n
+	info, err := probe(h.Socket)
+	return err == nil && info.ID == st.ID
 }

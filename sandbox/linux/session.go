@@ -2,7 +2,6 @@ package linux
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,20 +30,19 @@ type session struct {
 	gid int
 
 	mu     sync.Mutex
-	st     sandbox.State
+	st     sandbox.State // its Handles are h's, encoded by State
+	h      handles
 	closed bool
 	root   *wsfs.Root
 	egress *egressBridge
 	// child is the init when this client started it (nil when resumed).
 	child *initChild
-	// spare is a control connection made during Create, for the first
-	// command (nil once taken, or when resumed).
-	spare *net.UnixConn
 }
 
-func newSession(c *Client, st sandbox.State, g *cgroups.Group) *session {
+func newSession(c *Client, st sandbox.State, h handles, g *cgroups.Group) *session {
 	uid, gid, _ := parseUser(st.Spec.User)
-	return &session{c: c, st: st, g: g, uid: uid, gid: gid}
+	st.Handles = nil
+	return &session{c: c, st: st, h: h, g: g, uid: uid, gid: gid}
 }
 
 // ID is the session's id.
@@ -55,17 +53,12 @@ func (s *session) State() sandbox.State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.st
-	st.Handles = make(map[string]string, len(s.st.Handles))
-	for k, v := range s.st.Handles {
-		st.Handles[k] = v
-	}
+	st.Version = sandbox.StateVersion
+	st.Handles = sandbox.EncodeHandles(s.h)
 	return st
 }
 
-func (s *session) dir() string            { return s.st.Handles["state_dir"] }
-func (s *session) socket() string         { return s.st.Handles["socket"] }
 func (s *session) workdir() string        { return workdirOf(s.st.Spec) }
-func (s *session) initPid() int           { n, _ := strconv.Atoi(s.st.Handles["init_pid"]); return n }
 func (s *session) policy() sandbox.Policy { return s.st.Spec.Policy }
 
 // egressRef is the session's egress bridge, or nil.
@@ -77,23 +70,7 @@ func (s *session) egressRef() *egressBridge {
 
 // saveState writes state.json in the session directory, so that Delete
 // and tools can find what a session holds.
-func (s *session) saveState() error { return writeState(s.dir(), s.State()) }
-
-// writeState writes st as state.json in dir, whole or not at all.
-func writeState(dir string, st sandbox.State) error {
-	b, err := sandbox.MarshalState(st)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, ".state.json")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write session state: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "state.json")); err != nil {
-		return fmt.Errorf("write session state: %w", err)
-	}
-	return nil
-}
+func (s *session) saveState() error { return writeState(s.h.StateDir, s.State()) }
 
 // live checks that the session may still be used.
 func (s *session) live(op string) error {
@@ -101,7 +78,7 @@ func (s *session) live(op string) error {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s", s.st.ID))
+		return sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s was closed", s.st.ID))
 	}
 	if s.pastDeadline() {
 		return sandbox.Wrap("linux: "+op, sandbox.ErrTimeout, fmt.Errorf("session %s passed its session timeout", s.st.ID))
@@ -111,45 +88,19 @@ func (s *session) live(op string) error {
 
 // pastDeadline reports whether the session timeout has passed.
 func (s *session) pastDeadline() bool {
-	s.mu.Lock()
-	d := s.st.Handles["deadline"]
-	s.mu.Unlock()
-	n, _ := strconv.ParseInt(d, 10, 64)
-	return n > 0 && time.Now().UnixNano() > n
+	return !s.h.Deadline.IsZero() && time.Now().After(s.h.Deadline)
 }
 
-// dial opens a control connection to the init, or takes the spare one.
+// dial opens a control connection to the init.
 func (s *session) dial(op string) (*net.UnixConn, error) {
-	s.mu.Lock()
-	c := s.spare
-	s.spare = nil
-	s.mu.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	c, err := control.Dial(s.socket())
+	c, err := control.Dial(s.h.Socket)
 	if err != nil {
 		if lerr := s.live(op); lerr != nil {
 			return nil, lerr
 		}
-		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s is not running: %w", s.st.ID, err))
+		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrGone, fmt.Errorf("session %s is not running: %w", s.st.ID, err))
 	}
 	return c, nil
-}
-
-// Exec runs a command to completion with bounded output.
-func (s *session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	p, err := s.Start(ctx, req)
-	if err != nil {
-		return sandbox.ExecResult{}, err
-	}
-	pr := p.(*process)
-	defer pr.release()
-	res, err := sandbox.Collect(ctx, p, req.Stdin, req.EffectiveTimeout(s.policy()), req.EffectiveMaxOutput(s.policy()))
-	if res.TimedOut {
-		res.ExitStatus.Violations = append(res.ExitStatus.Violations, fmt.Sprintf("exec timeout of %s reached: process tree killed", req.EffectiveTimeout(s.policy())))
-	}
-	return res, err
 }
 
 // env is the command's environment: the spec's, what the backend must
@@ -218,9 +169,9 @@ func (s *session) fsRoot(op string) (*wsfs.Root, error) {
 	if s.root != nil {
 		return s.root, nil
 	}
-	dir := filepath.Join("/proc", strconv.Itoa(s.initPid()), "root", s.workdir())
-	if !initAlive(s.initPid(), s.st.ID) {
-		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrClosed, fmt.Errorf("session %s is not running", s.st.ID))
+	dir := filepath.Join("/proc", strconv.Itoa(s.h.InitPID), "root", s.workdir())
+	if !initAlive(s.h.InitPID, s.st.ID) {
+		return nil, sandbox.Wrap("linux: "+op, sandbox.ErrGone, fmt.Errorf("session %s is not running", s.st.ID))
 	}
 	r, err := wsfs.Open(dir)
 	if err != nil {
@@ -317,10 +268,6 @@ func (s *session) stop(meanwhile func()) error {
 		_ = s.root.Close()
 		s.root = nil
 	}
-	if s.spare != nil {
-		_ = s.spare.Close()
-		s.spare = nil
-	}
 	s.mu.Unlock()
 	s.stopEgress()
 	// SIGKILL to the init, pid 1 of the session's pid namespace, kills
@@ -332,7 +279,7 @@ func (s *session) stop(meanwhile func()) error {
 		}
 		s.child.wait()
 	} else {
-		killInit(s.initPid(), s.st.ID)
+		killInit(s.h.InitPID, s.st.ID)
 		if meanwhile != nil {
 			meanwhile()
 		}
@@ -358,10 +305,10 @@ func (s *session) Close(ctx context.Context) error {
 	// teardown of its namespaces and mounts is the longest step of a
 	// close); release, once it is dead, removes anything a dying command
 	// wrote meanwhile, and the rest.
-	if err := s.stop(func() { s.c.removeOwnDirs(s.st) }); err != nil {
+	if err := s.stop(func() { s.c.removeOwnDirs(s.st, s.h) }); err != nil {
 		errs = append(errs, err)
 	}
-	if err := s.c.release(s.st); err != nil {
+	if err := s.c.release(s.st, s.h); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -374,36 +321,31 @@ func (s *session) Close(ctx context.Context) error {
 // report. Threat: a file removed on the host loses the mask mounted over
 // it in the session, and a command not yet killed could read a denied
 // file in that moment; such a workspace waits for the processes' end.
-func (c *Client) removeOwnDirs(st sandbox.State) {
-	if st.OwnsWorkspace && st.Workspace != "" && st.Handles["disk_image"] == "" && len(st.Spec.Policy.Filesystem.Deny) == 0 {
+func (c *Client) removeOwnDirs(st sandbox.State, h handles) {
+	if st.OwnsWorkspace && st.Workspace != "" && h.DiskImage == "" && len(st.Spec.Policy.Filesystem.Deny) == 0 {
 		_ = os.RemoveAll(st.Workspace)
 	}
-	if dir := c.ownStateDir(st); dir != "" {
+	if dir := c.ownStateDir(h); dir != "" {
 		_ = os.RemoveAll(dir)
 	}
 }
 
 // ownStateDir is st's session directory when it lies below the client's
 // state directory (what release may remove), else "".
-func (c *Client) ownStateDir(st sandbox.State) string {
-	if dir := st.Handles["state_dir"]; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {
+func (c *Client) ownStateDir(h handles) string {
+	if dir := h.StateDir; dir != "" && strings.HasPrefix(dir, c.opts.StateDir+"/") {
 		return dir
 	}
 	return ""
 }
 
 // release removes what a stopped session owns on the host.
-func (c *Client) release(st sandbox.State) error {
+func (c *Client) release(st sandbox.State, h handles) error {
 	var errs []error
-	if h := st.Handles[madeDirsHandle]; h != "" {
-		var made []madeDir
-		if err := json.Unmarshal([]byte(h), &made); err != nil {
-			errs = append(errs, fmt.Errorf("read %s: %w", madeDirsHandle, err))
-		} else if err := removeMadeDirs(made); err != nil {
-			errs = append(errs, err)
-		}
+	if err := removeMadeDirs(h.MadeDirs); err != nil {
+		errs = append(errs, err)
 	}
-	if st.Handles["disk_image"] != "" && st.Workspace != "" {
+	if h.DiskImage != "" && st.Workspace != "" {
 		unmountDisk(st.Workspace)
 	}
 	if st.OwnsWorkspace && st.Workspace != "" {
@@ -411,7 +353,7 @@ func (c *Client) release(st sandbox.State) error {
 			errs = append(errs, fmt.Errorf("remove workspace %s: %w", st.Workspace, err))
 		}
 	}
-	if dir := c.ownStateDir(st); dir != "" {
+	if dir := c.ownStateDir(h); dir != "" {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove session directory %s: %w", dir, err))
 		}

@@ -17,7 +17,7 @@ func TestAStateDirectoryWithALongPathStillWorks(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-directory-name-", 6))
 	c := newTestClientWith(t, Options{StateDir: dir})
 	s := newTestSession(t, c, sandbox.Spec{})
-	if sock := s.State().Handles["socket"]; len(sock) < 108 {
+	if sock := s.(*session).h.Socket; len(sock) < 108 {
 		t.Fatalf("socket path %q is only %d bytes: the test needs a longer one", sock, len(sock))
 	}
 	if res := run(t, s, "echo", "ok"); res.ExitCode != 0 || string(res.Stdout) != "ok\n" {

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -101,9 +102,9 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 	return s, nil
 }
 
-// Resume opens a new session on st's workspace when it still exists, else
-// rebuilds the workspace from st's snapshot. The local backend has no
-// processes that outlive their session, so there is nothing to reattach.
+// Resume opens the session again on st's workspace, under its id: a
+// local session is its workspace (its processes never outlive the
+// client that ran them). A session whose workspace is gone is ErrGone.
 func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
 	if st.Backend != c.Name() {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "local: resume: state is for backend %q", st.Backend)
@@ -112,11 +113,40 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := os.Stat(st.Workspace); st.Workspace == "" || err != nil || !fi.IsDir() {
+		return nil, sandbox.Errorf(sandbox.ErrGone, "local: resume %s: its workspace %q is gone; Rebuild makes a new session from its snapshot", st, st.Workspace)
+	}
+	return c.open(st, missing)
+}
+
+// Rebuild makes a new session, under a new id, on st's workspace when it
+// still exists, else on a workspace rebuilt from st's latest snapshot
+// (where the caller's directory was, or a fresh one).
+func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
+	if st.Backend != c.Name() {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "local: rebuild: state is for backend %q", st.Backend)
+	}
+	missing, err := c.admit(st.Spec)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	live := c.sessions[st.ID] != nil
+	c.mu.Unlock()
+	if live {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "local: rebuild %s: the session is still open in this client: use it, or Close it first", st)
+	}
+	id, err := newID()
+	if err != nil {
+		return nil, sandbox.Wrap("local: rebuild", nil, err)
+	}
+	old := st.ID
+	st.ID, st.Version, st.CreatedAt = id, sandbox.StateVersion, time.Now().UTC()
 	if fi, err := os.Stat(st.Workspace); st.Workspace != "" && err == nil && fi.IsDir() {
 		return c.open(st, missing)
 	}
 	if st.Snapshot == "" {
-		return nil, sandbox.Errorf(sandbox.ErrNotFound, "local: resume %s: workspace %q is gone and there is no snapshot to rebuild it from", st, st.Workspace)
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "local: rebuild %s: workspace %q is gone and there is no snapshot to rebuild it from", old, st.Workspace)
 	}
 	spec := st.Spec
 	spec.Workspace = ""

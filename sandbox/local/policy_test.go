@@ -111,7 +111,7 @@ func TestAllowWeakerWarnsOncePerSessionAndLogsEachPart(t *testing.T) {
 	h := newHarness(t)
 	s := h.create(t, weaker(sandbox.Spec{Workspace: t.TempDir()}))
 	for range 3 {
-		if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+		if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestEnvironmentIsMinimalAndNamesTheWorkspace(t *testing.T) {
 	h := newHarness(t)
 	ws := t.TempDir()
 	s := h.create(t, weaker(sandbox.Spec{Workspace: ws, Env: map[string]string{"PATH": "/bin:/usr/bin", "A": "1"}}))
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"env"}})
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"env"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +172,11 @@ func TestCommandsAreLookedUpInTheSandboxPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := h.create(t, weaker(sandbox.Spec{Workspace: ws, Env: map[string]string{"PATH": ws + "/bin:/bin:/usr/bin"}}))
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"hello-tool"}})
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"hello-tool"}})
 	if err != nil || string(res.Stdout) != "tool\n" {
 		t.Fatalf("hello-tool: %q, %v", res.Stdout, err)
 	}
-	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"no-such-tool-anywhere"}}); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"no-such-tool-anywhere"}}); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("missing command: err = %v, want ErrNotFound", err)
 	}
 }
@@ -185,14 +185,14 @@ func TestSessionTimeoutEndsTheSession(t *testing.T) {
 	h := newHarness(t)
 	s := h.create(t, weaker(sandbox.Spec{Workspace: t.TempDir(), Policy: sandbox.Policy{Resources: sandbox.Resources{SessionTimeout: 300 * time.Millisecond}}}))
 	start := time.Now()
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sleep", "10"}})
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"sleep", "10"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.TimedOut || len(res.Violations) == 0 || time.Since(start) > 5*time.Second {
 		t.Fatalf("got %+v after %v; want a timed-out exec with a violation", res.ExitStatus, time.Since(start))
 	}
-	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrTimeout) {
+	if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrTimeout) {
 		t.Fatalf("exec after the session timeout: err = %v, want ErrTimeout", err)
 	}
 }
@@ -212,7 +212,7 @@ func TestCloseAndStopKillBackgroundProcesses(t *testing.T) {
 			h := newHarness(t)
 			ws := t.TempDir()
 			s := h.create(t, weaker(sandbox.Spec{Workspace: ws}))
-			res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"}})
+			res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"}})
 			if err != nil || res.ExitCode != 0 {
 				t.Fatalf("exec: %+v %v", res, err)
 			}
@@ -235,7 +235,7 @@ func TestCloseAndStopKillBackgroundProcesses(t *testing.T) {
 			if processAlive(pid) {
 				t.Fatalf("background sleep %d survived %s", pid, how)
 			}
-			if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+			if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
 				t.Fatalf("exec after %s: err = %v, want ErrClosed", how, err)
 			}
 			if _, err := os.Stat(ws); err != nil {
@@ -258,14 +258,17 @@ func TestDeleteAndResume(t *testing.T) {
 	if _, err := os.Stat(st.Workspace); !os.IsNotExist(err) {
 		t.Fatalf("Delete left the workspace: %v", err)
 	}
-	if _, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("exec after Delete: err = %v, want ErrClosed", err)
 	}
 	if err := h.c.Delete(context.Background(), st); err != nil {
 		t.Fatalf("deleting what is gone: %v", err)
 	}
-	if _, err := h.c.Resume(context.Background(), st); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Fatalf("resume without workspace or snapshot: err = %v, want ErrNotFound", err)
+	if _, err := h.c.Resume(context.Background(), st); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("resume without workspace: err = %v, want ErrGone", err)
+	}
+	if _, err := h.c.Rebuild(context.Background(), st); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("rebuild without workspace or snapshot: err = %v, want ErrNotFound", err)
 	}
 	other := st
 	other.Backend = "linux"
@@ -285,7 +288,7 @@ func TestUserSwitch(t *testing.T) {
 	}
 	h := newHarness(t)
 	s := h.create(t, weaker(sandbox.Spec{User: "1234:4321"}))
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", "id -u; id -g; touch made-by-cmd"}})
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "id -u; id -g; touch made-by-cmd"}})
 	if err != nil || string(res.Stdout) != "1234\n4321\n" || res.ExitCode != 0 {
 		t.Fatalf("id: %q %q %v", res.Stdout, res.Stderr, err)
 	}
@@ -301,7 +304,7 @@ func TestUserSwitch(t *testing.T) {
 			t.Errorf("%s owned by %d:%d, want 1234:4321", p, st.Uid, st.Gid)
 		}
 	}
-	res, err = s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", "test -t 0 && id -u"}, TTY: true})
+	res, err = sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "test -t 0 && id -u"}, TTY: true})
 	if err != nil || !strings.Contains(string(res.Stdout), "1234") {
 		t.Fatalf("TTY exec as another user: %q, %v", res.Stdout, err)
 	}
@@ -326,7 +329,7 @@ func TestWorkdirMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"pwd"}, Workdir: tt.workdir})
+			res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"pwd"}, Workdir: tt.workdir})
 			if tt.kind != nil {
 				if !errors.Is(err, tt.kind) {
 					t.Fatalf("err = %v, want %v", err, tt.kind)
@@ -350,7 +353,7 @@ func TestTimeoutReturnsEvenWhenAGrandchildEscapesTheGroup(t *testing.T) {
 	h := newHarness(t)
 	s := h.create(t, weaker(sandbox.Spec{Workspace: t.TempDir()}))
 	start := time.Now()
-	res, err := s.Exec(context.Background(), sandbox.ExecRequest{
+	res, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{
 		Cmd:     []string{"sh", "-c", "setsid sleep 30 & echo $! > escaped.pid; echo before; sleep 30"},
 		Timeout: 200 * time.Millisecond,
 	})

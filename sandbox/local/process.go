@@ -254,6 +254,10 @@ func (p *process) reap() {
 	default:
 		p.status.ExitCode = ps.ExitCode()
 	}
+	if p.sessionKilled.Load() {
+		p.status.TimedOut = true
+		p.status.Violations = append(p.status.Violations, sandbox.SessionTimeoutViolation(p.s.st.Spec.Policy.Resources.SessionTimeout))
+	}
 }
 
 func (p *process) Stdin() io.WriteCloser { return p.stdin }
@@ -315,6 +319,18 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	case <-ctx.Done():
 		return sandbox.ExitStatus{}, sandbox.Wrap(fmt.Sprintf("local: wait for process %d", p.pgid), nil, ctx.Err())
 	}
+}
+
+// Close kills the command's process group if the command still runs and
+// closes the parent's ends of its streams.
+func (p *process) Close() error {
+	select {
+	case <-p.done:
+	default:
+		_ = p.killGroup()
+	}
+	p.release()
+	return nil
 }
 
 // release closes the parent's ends of the streams.

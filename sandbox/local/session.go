@@ -131,22 +131,15 @@ func (s *session) hostDir(wd string) (string, error) {
 	return filepath.Join(s.st.Workspace, rel), nil
 }
 
-func (s *session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	p, err := s.start(ctx, req)
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return nil, err
 	}
-	pol := s.st.Spec.Policy
-	res, err := sandbox.Collect(ctx, p, req.Stdin, req.EffectiveTimeout(pol), req.EffectiveMaxOutput(pol))
-	if p.sessionKilled.Load() {
-		res.TimedOut = true
-		res.Violations = append(res.Violations, fmt.Sprintf("session timeout of %s reached", pol.Resources.SessionTimeout))
+	if req.Stdin != nil {
+		sandbox.FeedStdin(p, req.Stdin)
 	}
-	return res, err
-}
-
-func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	return s.start(ctx, req)
+	return p, nil
 }
 
 func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {

@@ -20,7 +20,10 @@ func execTests() []testCase {
 		{name: "the environment comes from the spec and the request, never the host", run: testEnv},
 		{name: "commands start in the workdir and the request's workdir is honoured", run: testWorkdir},
 		{name: "stdin is fed to the command and is empty when not given", run: testStdin},
+		{name: "Start feeds the request's stdin and closes it at its end", run: testStartStdin},
 		{name: "a timeout kills the whole process tree quickly", run: testTimeoutKillsTree},
+		{name: "the policy's limits are ceilings a request can lower but never raise", run: testPolicyCeilings},
+		{name: "closing a process kills the command it started", run: testProcessClose},
 		{name: "output past the cap is dropped and reported", run: testOutputCap},
 		{name: "an empty command is refused as invalid", run: testEmptyCommand},
 		{name: "eight concurrent execs all succeed", run: testConcurrentExecs},
@@ -29,7 +32,7 @@ func execTests() []testCase {
 
 func testEcho(t *testing.T, s *suite) {
 	_, sess := s.session(t)
-	res, err := sess.Exec(ctx(t), sandbox.ExecRequest{Cmd: []string{"echo", "hello", "world"}})
+	res, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{Cmd: []string{"echo", "hello", "world"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +137,7 @@ func testWorkdir(t *testing.T, s *suite) {
 		})
 	}
 	t.Run("a missing workdir is an error, not a silent fallback", func(t *testing.T) {
-		res, err := sess.Exec(c, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "pwd"}, Workdir: "no/such/dir"})
+		res, err := sandbox.Exec(c, sess, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "pwd"}, Workdir: "no/such/dir"})
 		if err == nil && res.ExitCode == 0 {
 			t.Fatalf("exec in a missing workdir succeeded in %q", res.Stdout)
 		}
@@ -164,7 +167,7 @@ func testStdin(t *testing.T, s *suite) {
 func testTimeoutKillsTree(t *testing.T, s *suite) {
 	_, sess := s.session(t)
 	start := time.Now()
-	res, err := sess.Exec(ctx(t), sandbox.ExecRequest{
+	res, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{
 		Cmd:     []string{"sh", "-c", "sleep 30 & echo $! > bg.pid; sleep 30"},
 		Timeout: 300 * time.Millisecond,
 	})
@@ -198,7 +201,7 @@ func testTimeoutKillsTree(t *testing.T, s *suite) {
 
 func testOutputCap(t *testing.T, s *suite) {
 	_, sess := s.session(t)
-	res, err := sess.Exec(ctx(t), sandbox.ExecRequest{
+	res, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{
 		Cmd:       []string{"sh", "-c", "yes | head -c 5000000; echo tail >&2"},
 		MaxOutput: 1000,
 	})
@@ -221,7 +224,7 @@ func testOutputCap(t *testing.T, s *suite) {
 
 func testEmptyCommand(t *testing.T, s *suite) {
 	_, sess := s.session(t)
-	if _, err := sess.Exec(ctx(t), sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalid) {
+	if _, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Fatalf("err = %v, want ErrInvalid", err)
 	}
 }
@@ -235,7 +238,7 @@ func testConcurrentExecs(t *testing.T, s *suite) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := sess.Exec(ctx(t), sandbox.ExecRequest{
+			res, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{
 				Cmd: []string{"sh", "-c", fmt.Sprintf("echo %d > c%d.txt; sleep 0.1; cat c%d.txt", i, i, i)},
 			})
 			switch {
@@ -251,5 +254,83 @@ func testConcurrentExecs(t *testing.T, s *suite) {
 		if err != nil {
 			t.Errorf("exec %d: %v", i, err)
 		}
+	}
+}
+
+func testStartStdin(t *testing.T, s *suite) {
+	_, sess := s.session(t)
+	p, err := sess.Start(ctx(t), sandbox.ExecRequest{Cmd: []string{"sh", "-c", "cat; echo done"}, Stdin: strings.NewReader("fed\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var out bytes.Buffer
+	done := make(chan struct{})
+	go func() { _, _ = out.ReadFrom(p.Stdout()); close(done) }()
+	go func() { _, _ = bytes.NewBuffer(nil).ReadFrom(p.Stderr()) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the command did not end: Start did not close its stdin after the request's")
+	}
+	st, err := p.Wait(ctx(t))
+	if err != nil || st.ExitCode != 0 || out.String() != "fed\ndone\n" {
+		t.Fatalf("exit %d, err %v, stdout %q; want 0 and the fed line", st.ExitCode, err, out.String())
+	}
+}
+
+func testPolicyCeilings(t *testing.T, s *suite) {
+	_, sess := s.session(t, func(sp *sandbox.Spec) {
+		// What is tested is the request against the policy, not how the
+		// backend kills a tree (testTimeoutKillsTree does): a backend that
+		// cannot kill whole trees still kills the command.
+		sp.AllowWeaker = true
+		sp.Policy.Resources.ExecTimeout = 500 * time.Millisecond
+		sp.Policy.Resources.OutputBytes = 100
+	})
+	start := time.Now()
+	res, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{
+		Cmd:       []string{"sh", "-c", "head -c 1000 /dev/zero | tr '\\0' x; sleep 30; echo survived"},
+		Timeout:   time.Minute,
+		MaxOutput: 1 << 20,
+	})
+	if err != nil && !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("exec: %v", err)
+	}
+	if !res.TimedOut || time.Since(start) > 10*time.Second || strings.Contains(string(res.Stdout), "survived") {
+		t.Fatalf("a request for a minute outlived the policy's 500ms: timed out %v after %v, stdout %q", res.TimedOut, time.Since(start), res.Stdout)
+	}
+	if len(res.Stdout) != 100 || !res.OutputTruncated {
+		t.Fatalf("a request for 1 MiB of output got %d bytes (truncated %v); the policy's cap is 100", len(res.Stdout), res.OutputTruncated)
+	}
+	found := false
+	for _, v := range res.Violations {
+		found = found || v == sandbox.ExecTimeoutViolation(500*time.Millisecond)
+	}
+	if !found {
+		t.Fatalf("violations %q lack the exec timeout's line", res.Violations)
+	}
+	// Lower is fine.
+	res, err = sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo 0123456789"}, MaxOutput: 4})
+	if err != nil || string(res.Stdout) != "0123" || !res.OutputTruncated {
+		t.Fatalf("a request lowering the cap to 4: stdout %q, truncated %v, err %v", res.Stdout, res.OutputTruncated, err)
+	}
+}
+
+func testProcessClose(t *testing.T, s *suite) {
+	_, sess := s.session(t)
+	p, err := sess.Start(ctx(t), sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 1; echo alive > closed-marker"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("a second close: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	if res := sh(t, sess, "cat closed-marker"); res.ExitCode == 0 {
+		t.Fatalf("the command outlived its closed process and wrote %q", res.Stdout)
 	}
 }

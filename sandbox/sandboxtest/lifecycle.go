@@ -11,7 +11,7 @@ import (
 func lifecycleTests() []testCase {
 	return []testCase{
 		{name: "Close is idempotent and a closed session refuses exec", run: testClose},
-		{name: "State round-trips and Resume sees the same files", needs: CapResume, run: testResume},
+		{name: "State round-trips, Resume reattaches and Rebuild makes a new session with the same files", needs: CapResume, run: testResume},
 		{name: "Delete removes an owned workspace and deleting twice is not an error", run: testDelete},
 		{name: "a snapshot seeds a new session and rebuilds a lost workspace", run: testSnapshot},
 	}
@@ -29,7 +29,7 @@ func testClose(t *testing.T, s *suite) {
 			t.Fatalf("close #%d: %v", i+1, err)
 		}
 	}
-	if _, err := sess.Exec(ctx(t), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("exec after close: err = %v, want ErrClosed", err)
 	}
 	if _, err := sess.Start(ctx(t), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
@@ -58,23 +58,54 @@ func testResume(t *testing.T, s *suite) {
 	if back.ID != st.ID || back.Backend != st.Backend || back.Workspace != st.Workspace || back.OwnsWorkspace != st.OwnsWorkspace {
 		t.Fatalf("state changed in the round trip:\n%+v\n%+v", st, back)
 	}
-	if err := sess.Stop(cx); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	// A fresh client, as another process would have.
+	// A fresh client, as another process would have, reattaches to the
+	// live session: the same session, the same files.
 	c2 := s.client(t)
 	resumed, err := c2.Resume(cx, back)
 	if err != nil {
-		t.Fatalf("resume: %v", err)
+		t.Fatalf("resume a live session: %v", err)
 	}
-	closeAtEnd(t, resumed)
-	got, err := resumed.ReadFile(cx, "kept/state.txt")
-	if err != nil || string(got) != "survives" {
-		t.Fatalf("resumed ReadFile = %q, %v", got, err)
+	if resumed.ID() != sess.ID() {
+		t.Fatalf("Resume of a live session gave session %s, want %s", resumed.ID(), sess.ID())
 	}
-	res := shOK(t, resumed, "cat kept/state.txt")
-	if string(res.Stdout) != "survives" {
+	if res := shOK(t, resumed, "cat kept/state.txt"); string(res.Stdout) != "survives" {
 		t.Fatalf("a command in the resumed session read %q", res.Stdout)
+	}
+	if _, err := c2.Rebuild(cx, back); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatalf("Rebuild of a live session: err = %v, want ErrInvalid", err)
+	}
+
+	if err := sess.Stop(cx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	// After Stop a backend either reattaches (one that keeps a stopped
+	// sandbox) or says the sandbox is gone; then Rebuild makes a new
+	// session, under a new id, with the same files.
+	again, err := s.client(t).Resume(cx, back)
+	switch {
+	case err == nil:
+		closeAtEnd(t, again)
+		if again.ID() != sess.ID() {
+			t.Fatalf("Resume after Stop gave session %s, want %s or ErrGone", again.ID(), sess.ID())
+		}
+		return
+	case !errors.Is(err, sandbox.ErrGone):
+		t.Fatalf("resume after stop: err = %v, want success or ErrGone", err)
+	}
+	rebuilt, err := s.client(t).Rebuild(cx, back)
+	if err != nil {
+		t.Fatalf("rebuild after stop: %v", err)
+	}
+	closeAtEnd(t, rebuilt)
+	if rebuilt.ID() == sess.ID() {
+		t.Fatalf("Rebuild kept the id %s; a rebuilt session is a new one", rebuilt.ID())
+	}
+	got, err := rebuilt.ReadFile(cx, "kept/state.txt")
+	if err != nil || string(got) != "survives" {
+		t.Fatalf("rebuilt ReadFile = %q, %v", got, err)
+	}
+	if res := shOK(t, rebuilt, "cat kept/state.txt"); string(res.Stdout) != "survives" {
+		t.Fatalf("a command in the rebuilt session read %q", res.Stdout)
 	}
 }
 
@@ -125,9 +156,12 @@ func testSnapshot(t *testing.T, s *suite) {
 			t.Fatalf("Close left the workspace %s it created", st.Workspace)
 		}
 	}
-	rebuilt, err := s.client(t).Resume(cx, st)
+	if _, err := s.client(t).Resume(cx, st); !errors.Is(err, sandbox.ErrGone) {
+		t.Fatalf("resume after Close: err = %v, want ErrGone", err)
+	}
+	rebuilt, err := s.client(t).Rebuild(cx, st)
 	if err != nil {
-		t.Fatalf("resume after the workspace is gone: %v", err)
+		t.Fatalf("rebuild after the workspace is gone: %v", err)
 	}
 	closeAtEnd(t, rebuilt)
 	checkSnapshotFiles(t, rebuilt)

@@ -207,7 +207,7 @@ func sh(t *testing.T, sess sandbox.Session, script string, adjust ...func(*sandb
 	for _, f := range adjust {
 		f(&req)
 	}
-	res, err := sess.Exec(ctx(t), req)
+	res, err := sandbox.Exec(ctx(t), sess, req)
 	if err != nil {
 		t.Fatalf("exec %q: %v", script, err)
 	}

@@ -113,18 +113,21 @@ func run(agentbox, image string, coldN, execN int) error {
 		return err
 	}
 	defer sess.Close(ctx)
-	cid := sess.State().Handles["container"]
+	cid, err := docker.ContainerID(sess.State())
+	if err != nil {
+		return err
+	}
 	api, err := client.New(client.FromEnv)
 	if err != nil {
 		return err
 	}
 	defer api.Close()
-	execAB := &series{name: "Session.Exec(true)"}
+	execAB := &series{name: "sandbox.Exec(true, Session)"}
 	execCLI := &series{name: "docker exec CONTAINER true"}
 	execAPI := &series{name: "bare Engine API exec (true)"}
 	for i := 0; i < execN+2; i++ {
 		start := time.Now()
-		res, err := sess.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+		res, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"true"}})
 		if err != nil || res.ExitCode != 0 {
 			return fmt.Errorf("session exec: %v (exit %d)", err, res.ExitCode)
 		}

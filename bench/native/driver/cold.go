@@ -95,7 +95,7 @@ func (l *libCold) once(ctx context.Context, c sandbox.Client, spec sandbox.Spec)
 		return fmt.Errorf("create a session: %w", err)
 	}
 	t1 := time.Now()
-	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}})
+	res, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"true"}})
 	t2 := time.Now()
 	cerr := s.Close(ctx)
 	t3 := time.Now()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux"
 )
 
 // manyResult is the outcome of many sessions at once.
@@ -120,7 +121,7 @@ func runMany(ctx context.Context, n int, c sandbox.Client, spec sandbox.Spec) (*
 				return
 			}
 			sessions[i] = s
-			if pid, err := strconv.Atoi(s.State().Handles["init_pid"]); err == nil {
+			if pid, err := linux.InitPID(s.State()); err == nil {
 				if f, err := memoryFile(pid, s.ID()); err == nil {
 					smp.add(f)
 				} else {
@@ -128,7 +129,7 @@ func runMany(ctx context.Context, n int, c sandbox.Client, spec sandbox.Spec) (*
 				}
 			}
 			want := strconv.Itoa(i)
-			res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"echo", want}})
+			res, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"echo", want}})
 			switch {
 			case err != nil:
 				fail(fmt.Errorf("session %d: exec: %w", i, err))
@@ -143,7 +144,7 @@ func runMany(ctx context.Context, n int, c sandbox.Client, spec sandbox.Spec) (*
 		if s == nil {
 			continue
 		}
-		if pid, err := strconv.Atoi(s.State().Handles["init_pid"]); err == nil {
+		if pid, err := linux.InitPID(s.State()); err == nil {
 			if m, err := memOf("/proc", pid); err == nil {
 				r.initsPSS += m.PSS
 			}

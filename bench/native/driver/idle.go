@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux"
 )
 
 // idleResult is what an idle session costs the host.
@@ -35,11 +36,11 @@ func idleLib(ctx context.Context, c sandbox.Client, spec sandbox.Spec) (*idleRes
 		return nil, fmt.Errorf("create a session: %w", err)
 	}
 	defer s.Close(ctx)
-	if _, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+	if _, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
 		return nil, fmt.Errorf("exec true: %w", err)
 	}
 	time.Sleep(settle)
-	pid, err := strconv.Atoi(s.State().Handles["init_pid"])
+	pid, err := linux.InitPID(s.State())
 	if err != nil {
 		return nil, fmt.Errorf("session %s has no init_pid handle: %w", s.ID(), err)
 	}

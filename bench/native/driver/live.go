@@ -26,7 +26,7 @@ func runLive(ctx context.Context, n int, s sandbox.Session) (*liveResult, error)
 		}
 		bare := time.Since(t)
 		t = time.Now()
-		res, err := s.Exec(ctx, req)
+		res, err := sandbox.Exec(ctx, s, req)
 		d := time.Since(t)
 		if err != nil {
 			return nil, fmt.Errorf("exec /bin/true in session %s: %w", s.ID(), err)

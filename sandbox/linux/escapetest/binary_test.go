@@ -26,7 +26,7 @@ func TestOverwritingTheHostAgentboxBinaryFails(t *testing.T) {
 		t.Run(who.name, func(t *testing.T) {
 			for _, path := range []string{"/proc/self/exe", "/proc/1/exe"} {
 				t.Run("executing "+path+" as the command fails", func(t *testing.T) {
-					r, err := who.s.Exec(t.Context(), sandbox.ExecRequest{Cmd: []string{path, "-test.list", "."}})
+					r, err := sandbox.Exec(t.Context(), who.s, sandbox.ExecRequest{Cmd: []string{path, "-test.list", "."}})
 					if err == nil && r.ExitCode == 0 {
 						t.Fatalf("ESCAPE: the host's agentbox binary ran inside the sandbox: %q", r.Stdout)
 					}

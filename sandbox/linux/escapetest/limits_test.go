@@ -176,7 +176,7 @@ func TestExceedingTheTimeoutKillsTheWholeTree(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s2.Close(context.Background())
-		initPid := s2.State().Handles["init_pid"]
+		initPid := initPID(t, s2)
 		pidNS, err := os.Readlink("/proc/" + initPid + "/ns/pid")
 		if err != nil {
 			t.Fatal(err)
@@ -202,7 +202,7 @@ func TestExceedingTheTimeoutKillsTheWholeTree(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if _, err := s2.Exec(context.Background(), sandbox.ExecRequest{Cmd: []string{"true"}}); err == nil {
+		if _, err := sandbox.Exec(context.Background(), s2, sandbox.ExecRequest{Cmd: []string{"true"}}); err == nil {
 			t.Errorf("an exec after the session timeout succeeded")
 		}
 	})

@@ -3,12 +3,14 @@ package escapetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -206,7 +208,7 @@ func execIn(t testing.TB, s sandbox.Session, req sandbox.ExecRequest) sandbox.Ex
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout+10*time.Second)
 	defer cancel()
-	res, err := s.Exec(ctx, req)
+	res, err := sandbox.Exec(ctx, s, req)
 	if err != nil {
 		t.Fatalf("exec %q: %v", req.Cmd, err)
 	}
@@ -379,4 +381,27 @@ func (b *lockedBuffer) String() string {
 
 func (b *lockedBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// initPID is the host pid of s's init, as a string for /proc paths.
+func initPID(t testing.TB, s sandbox.Session) string {
+	t.Helper()
+	pid, err := linux.InitPID(s.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(pid)
+}
+
+// stateDirOf is the host directory of s's state (its control socket,
+// its state.json), read from the state's handles as any tool would.
+func stateDirOf(t testing.TB, s sandbox.Session) string {
+	t.Helper()
+	var h struct {
+		StateDir string `json:"state_dir"`
+	}
+	if err := json.Unmarshal(s.State().Handles, &h); err != nil || h.StateDir == "" {
+		t.Fatalf("state handles %s: %v", s.State().Handles, err)
+	}
+	return h.StateDir
 }

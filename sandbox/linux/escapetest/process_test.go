@@ -158,7 +158,7 @@ func TestReadingAnotherSessionsWorkspaceFails(t *testing.T) {
 		t.Fatalf("session A cannot read its own file: %q %s", r.Stdout, r.Stderr)
 	}
 	aWS := a.State().Workspace
-	aInit := a.State().Handles["init_pid"]
+	aInit := initPID(t, a)
 	paths := []string{
 		aWS + "/secret.txt",
 		"/proc/" + aInit + "/root/workspace/secret.txt",
@@ -228,7 +228,7 @@ func TestSignallingTheInitFromInsideLeavesTheSessionRunning(t *testing.T) {
 			// must have taken the signal, or this test tests nothing.
 			t.Fatalf("signal %s reached none of the init's threads: %s", sig, out)
 		}
-		if _, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+		if _, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
 			t.Fatalf("a command killed its session's init with signal %s sent to its threads: %v", sig, err)
 		}
 	}
@@ -236,10 +236,10 @@ func TestSignallingTheInitFromInsideLeavesTheSessionRunning(t *testing.T) {
 	for _, sig := range signals {
 		args = append(args, "kill 1 "+sig)
 	}
-	r, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: args, Timeout: 20 * time.Second})
+	r, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: args, Timeout: 20 * time.Second})
 	t.Logf("signals %v to pid 1: %q, %v", signals, r.Stdout, err)
 	time.Sleep(100 * time.Millisecond)
-	if _, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
+	if _, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"true"}}); err != nil {
 		t.Fatalf("a command killed its session's init with a signal to pid 1: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ func TestReadingAHostFileOutsideTheWorkspaceFails(t *testing.T) {
 		rootDir = "" // no /root on this host, or not root: plant in the temp dir again
 	}
 	inRoot, wantRoot := plantHostSecret(t, rootDir)
-	stateJSON := filepath.Join(s.State().Handles["state_dir"], "state.json")
+	stateJSON := filepath.Join(stateDirOf(t, s), "state.json")
 	shadow, _ := os.ReadFile("/etc/shadow")
 	cases := []struct {
 		name, path, secret string
