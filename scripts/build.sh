@@ -1,26 +1,22 @@
 #!/usr/bin/env bash
-# Builds, into bin/:
-#   agentbox       the CLI, lean: the plain exec (linux and local backends,
-#                  no manifest or snapshot); every other command, and an exec that
-#                  needs more, hands off to agentbox-full
-#                  (cmd/agentbox/handoff.go says why: start-up time);
-#   agentbox-full  the same CLI with everything linked in;
-#   agentbox-init  the small program the native backend runs as each
-#                  sandbox's init when it sits next to agentbox (root owned,
-#                  not group/other writable); without it agentbox re-executes
-#                  itself. It links only the init side of the backend
-#                  (sandbox/linux/nsinit): the egress proxy runs in the
-#                  client, never in the init.
+# Builds, into bin/, the three programs of agentbox (the same set that
+# `go install ./cmd/...` gives), to be kept together:
+#   agentbox       the CLI a shell-driven agent runs per command: exec,
+#                  session and snapshot on the native and local backends;
+#                  the other commands and backends run in agentbox-full
+#                  (docs/ARCHITECTURE.md, "Programs", says why);
+#   agentbox-full  every command and backend;
+#   agentbox-init  the native backend's session init (it links only the
+#                  init side of the backend, sandbox/linux/nsinit).
 #
 # CGO_ENABLED=0: all three are static. Nothing here needs cgo (go-landlock's
 # psx falls back to the runtime's AllThreadsSyscall, name lookups to the
-# pure Go resolver), and a static binary skips the dynamic loader, which
-# `agentbox exec` pays twice (the CLI and the sandbox's init).
+# pure Go resolver), and a static binary skips the dynamic loader.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
-# The lean agentbox refuses to hand off to an agentbox-full in a directory
-# others can write (they could swap it): under umask 002 bin/ would be.
+# agentbox refuses to run a sibling from a directory others can write
+# (they could swap it): under umask 002 bin/ would be.
 chmod go-w bin
 export CGO_ENABLED=0
 flags=(-trimpath -ldflags "-s -w")
@@ -34,9 +30,7 @@ flags=(-trimpath -ldflags "-s -w")
 # the figures.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-go build "${flags[@]}" -tags lean -o "$scratch/agentbox" ./cmd/agentbox
-go build "${flags[@]}" -o "$scratch/agentbox-full" ./cmd/agentbox
-go build "${flags[@]}" -o "$scratch/agentbox-init" ./cmd/agentbox-init
+go build "${flags[@]}" -o "$scratch/" ./cmd/agentbox ./cmd/agentbox-full ./cmd/agentbox-init
 for b in agentbox agentbox-full agentbox-init; do
 	install -m 0755 "$scratch/$b" "bin/.$b.new"
 	mv -f "bin/.$b.new" "bin/$b"

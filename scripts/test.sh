@@ -14,9 +14,6 @@ echo "== go test (all packages)"
 # -p 1: some tests check host-wide state (cgroups, mounts) for leaks.
 go test -count=1 -p 1 -timeout 40m ./...
 
-echo "== go test -tags lean (the lean CLI: the plain exec, the hand-off to agentbox-full)"
-go test -count=1 -tags lean -timeout 10m ./cmd/agentbox/
-
 echo "== go test -race (packages with goroutines)"
 race_pkgs=()
 for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./trace ./snapshot; do

@@ -125,7 +125,7 @@ func TestExecJSONReportsTheCommandsResult(t *testing.T) {
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 		t.Fatalf("exit = %v, want 3", err)
 	}
-	var res execJSON
+	var res execResult
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
 	}
@@ -141,8 +141,8 @@ func TestExecExitStatusSaysTimeoutAndHostEnvIsNotInherited(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
 	cmd := exec.Command(bin, "exec", "--timeout", "300ms", "--", "sh", "-c", "sleep 30")
-	if err := cmd.Run(); err == nil || err.(*exec.ExitError).ExitCode() != exitTimedOut {
-		t.Errorf("timed-out exec: %v, want status %d", err, exitTimedOut)
+	if err := cmd.Run(); err == nil || err.(*exec.ExitError).ExitCode() != 124 {
+		t.Errorf("timed-out exec: %v, want status %d", err, 124)
 	}
 	cmd = exec.Command(bin, "exec", "--env", "GIVEN=yes", "--", "env")
 	cmd.Env = append(os.Environ(), "AGENTBOX_HOST_SECRET=hunter2")

@@ -117,7 +117,7 @@ exit 0`
 	if code != 0 {
 		t.Fatalf("rootless exec: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
-	var res execJSON
+	var res execResult
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
 	}
@@ -175,7 +175,7 @@ except Exception as e:
     print("error", e)
 PY`
 	stdout, stderr, code = runAsNobody(t, bin, "exec", "--json", "--memory", "0", "--pids", "0", "--network", "example.com", "--", "sh", "-c", script)
-	var res execJSON
+	var res execResult
 	if err := json.Unmarshal([]byte(stdout), &res); code != 0 || err != nil {
 		t.Fatalf("allow-list as nobody: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}

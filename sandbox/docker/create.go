@@ -354,3 +354,15 @@ func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Alive reports whether the container of the session st describes runs.
+func (c *Client) Alive(st sandbox.State) bool {
+	cid, err := containerOf(st)
+	if err != nil || cid == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), engineWait)
+	defer cancel()
+	insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
+	return err == nil && insp.Container.State != nil && insp.Container.State.Running
+}

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/agentbox/agentbox/internal/sibling"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
@@ -39,10 +40,11 @@ type Options struct {
 	Snapshots sandbox.SnapshotStore
 	// Logger receives warnings (weakened policies) and diagnostics.
 	Logger *slog.Logger
-	// InitBinary is the program started as each session's init: one whose
-	// main calls Main first. Default: the agentbox-init program next to
-	// this executable when there is a safe one (see cmd/agentbox-init;
-	// it starts faster than a large binary), else this executable.
+	// InitBinary is the program started as each session's init: one that
+	// links package nsinit. Default: the agentbox-init program beside this
+	// executable when there is one that package sibling's rule lets run
+	// (see cmd/agentbox-init; it starts faster than a large program), else
+	// this executable.
 	InitBinary string
 	// FirstSession has New start building the network namespace of the
 	// first session Create makes, while the rest of the set-up runs (it
@@ -63,7 +65,8 @@ type Client struct {
 	cg       *cgroups.Host
 	enforces []Part
 	notes    []string
-	exe      string
+	// exe is the program started as each session's init.
+	exe string
 	// rootless: not root, so each session gets a user namespace (see
 	// startInit) and what needs host privileges is not claimed.
 	rootless bool
@@ -140,8 +143,16 @@ func New(opts Options) (_ *Client, err error) {
 	c.exe = exe
 	if opts.InitBinary != "" {
 		c.exe = opts.InitBinary
-	} else if p := filepath.Join(filepath.Dir(exe), "agentbox-init"); safeInitBinary(p) {
-		c.exe = p
+	} else if p, err := sibling.Open("agentbox-init"); err == nil {
+		// Started by its path, not from the checked descriptor: the init
+		// is cloned into new namespaces, where the kernel does not exec
+		// through the /proc/self/fd link of the parent's. The rule's check
+		// of the directory is what holds: only root or this program's
+		// owner can change what the path names.
+		c.exe = p.Name
+		p.Close()
+	} else if !sibling.IsMissing(err) {
+		c.notes = append(c.notes, "agentbox-init beside this program is not used: "+err.Error())
 	}
 	cg, err := cgroups.Detect()
 	if err != nil {
@@ -248,17 +259,6 @@ func newID() string {
 
 // sessionDir is a session's host-only state directory.
 func (c *Client) sessionDir(id string) string { return filepath.Join(c.opts.StateDir, id) }
-
-// safeInitBinary reports whether p is a program root may run as an init:
-// a regular, executable file owned by root and writable by no one else.
-func safeInitBinary(p string) bool {
-	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 || fi.Mode()&0o022 != 0 {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Uid == 0
-}
 
 // diskAvailable reports whether workspace quotas can be made: an ext4
 // image on a loop device needs mkfs.ext4 and /dev/loop-control.

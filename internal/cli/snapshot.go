@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package cli
 
 import (
 	"context"
@@ -21,8 +19,6 @@ import (
 	"github.com/agentbox/agentbox/snapshot"
 )
 
-func init() { register(newSnapshotCmd) }
-
 // snapshotFlags are the flags every snapshot subcommand shares.
 type snapshotFlags struct {
 	store    string
@@ -30,7 +26,8 @@ type snapshotFlags struct {
 	progress bool
 }
 
-func newSnapshotCmd() *cobra.Command {
+// Snapshot is the snapshot command.
+func Snapshot(a *App) *cobra.Command {
 	f := &snapshotFlags{}
 	cmd := &cobra.Command{
 		Use:   "snapshot",
@@ -54,7 +51,7 @@ func (f *snapshotFlags) open() (*snapshot.Store, error) {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := snapshot.Open(f.store, snapshot.Options{Logger: logger})
 	if err != nil {
-		return nil, &exitError{code: exitCode, err: err}
+		return nil, Fail(err)
 	}
 	return s, nil
 }
@@ -64,7 +61,7 @@ func snapshotFail(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &exitError{code: exitCode, err: err}
+	return Fail(err)
 }
 
 func newSnapshotLsCmd(f *snapshotFlags) *cobra.Command {
@@ -211,7 +208,7 @@ with everything below it.`,
 			}
 			lbl, err := snapParseLabels(labels)
 			if err != nil {
-				return &exitError{code: exitCode, err: err}
+				return Fail(err)
 			}
 			bar := f.bar(cmd.ErrOrStderr(), "saving")
 			info, err := s.SaveWithOptions(cmd.Context(), args[0], snapshot.SaveOptions{

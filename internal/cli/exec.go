@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,18 +8,17 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
+	"os/signal"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/agentbox/agentbox/internal/datadir"
 	"github.com/agentbox/agentbox/sandbox"
 )
-
-func init() { register(newExecCmd) }
 
 // Exit statuses of `agentbox exec`, beside the command's own.
 const (
@@ -27,19 +26,23 @@ const (
 	exitKilled   = 137 // killed by the OOM killer or a limit
 )
 
-func newExecCmd() *cobra.Command {
+// Exec is the exec command: one command in a fresh sandbox, or in a live
+// session (--session).
+func Exec(a *App) *cobra.Command {
 	var (
-		f       execFlags
-		wf      workspaceFlags
-		backend string
+		sf      sandboxFlags
 		asJSON  bool
 		tty     bool
-		verbose bool
+		session string
+		timeout time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] -- CMD [ARGS...]",
-		Short: "Run one command in a fresh sandbox",
-		Long: `Run one command in a fresh sandbox and exit with its status.
+		Short: "Run one command in a fresh sandbox, or in a live session",
+		Long: `Run one command in a fresh sandbox and exit with its status; with --session,
+run it in a live session made by 'agentbox session create' instead (it keeps
+its files, processes and limits between commands, and a command costs about
+a process start).
 
 The command runs in /workspace as an unprivileged user (uid 1000) with no
 network, a private /tmp, read-only host tools, no capabilities and a
@@ -56,97 +59,134 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
   agentbox exec --network pypi.org -- pip download requests
 
   # machine-readable result
-  agentbox exec --json -- sh -c 'echo out; echo err >&2; exit 3'`,
+  agentbox exec --json -- sh -c 'echo out; echo err >&2; exit 3'
+
+  # many commands in one live sandbox
+  id=$(agentbox session create --memory 512M)
+  agentbox exec --session "$id" -- sh -c 'echo hello > note.txt'
+  agentbox exec --session "$id" -- cat note.txt
+  agentbox session rm "$id"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return &exitError{code: exitCode, err: errors.New("exec: no command given (usage: agentbox exec [flags] -- CMD [ARGS...])")}
+				return Fail(errors.New("exec: no command given (usage: agentbox exec [flags] -- CMD [ARGS...])"))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, linked := backends[backend]; !linked && handOff != nil && slices.Contains(fullOnlyBackends, backend) {
-				return handOff("exec --backend " + backend)
+			eio := execIO{json: asJSON, tty: tty, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+				saveSnapshot: sf.workspace.saveSnapshot, timeout: timeout}
+			if err := eio.check(); err != nil {
+				return Fail(fmt.Errorf("exec: %w", err))
 			}
-			spec, err := f.buildSpec()
+			if session != "" {
+				if set := sf.changed(cmd.Flags()); len(set) > 0 {
+					return Failf("exec --session: --%s shape a new sandbox; a session keeps what it was created with", strings.Join(set, ", --"))
+				}
+				return a.execInSession(cmd.Context(), session, args, eio)
+			}
+			if err := a.needsFull(sf.backend); err != nil {
+				return err
+			}
+			spec, err := sf.exec.buildSpec()
 			if err != nil {
-				return &exitError{code: exitCode, err: fmt.Errorf("exec: %w", err)}
+				return Fail(fmt.Errorf("exec: %w", err))
 			}
-			if what := wf.fullOnly(spec); what != "" && handOff != nil {
-				return handOff("exec " + what)
-			}
+			spec.Policy.Resources.ExecTimeout = timeout
 			ctx, armed, release := interruptible(cmd.Context())
 			defer release()
-			if wf.makesFiles() {
+			if sf.workspace.makesFiles() {
 				armed() // an interrupt must not leave what prepare makes behind
 			}
-			pw, err := wf.prepare(ctx, &spec, f.user != "")
+			pw, err := sf.workspace.prepare(ctx, &spec, sf.exec.user != "")
 			if err != nil {
-				return &exitError{code: exitCode, err: fmt.Errorf("exec: %w", err)}
+				return Fail(fmt.Errorf("exec: %w", err))
 			}
 			defer pw.cleanup()
-			level := slog.LevelWarn
-			if verbose {
-				level = slog.LevelDebug
-			}
-			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			bo := backendOptions{Logger: logger, Image: f.image, Warn: os.Stderr, FirstSession: true}
-			if pw.store != nil {
-				bo.Snapshots = pw.store
-			}
-			client, err := openBackend(backend, bo)
+			client, err := a.OpenBackend(sf.backend, sf.backendOptions(pw, true))
 			if err != nil {
-				return &exitError{code: exitCode, err: err}
+				return Fail(err)
 			}
 			armed() // before the session exists
 			if spec.Labels == nil {
 				spec.Labels = map[string]string{}
 			}
 			spec.Labels[ownerLabel] = ownerMark() // gc removes the session should this process die first
-			code, err := runExec(ctx, client, spec, args, execIO{
-				json: asJSON, tty: tty, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
-				saveSnapshot: wf.saveSnapshot,
-			})
+			code, err := runExec(ctx, client, spec, args, eio)
 			if err != nil {
-				return &exitError{code: exitCode, err: err}
+				return Fail(err)
 			}
 			if code != 0 {
-				return &exitError{code: code}
+				return &ExitError{Code: code}
 			}
 			return nil
 		},
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
-	fl.StringVar(&f.workspace, "workspace", "", "host `DIR` bound read-write at /workspace (default: a fresh temporary dir, removed after)")
-	fl.StringArrayVar(&f.ro, "ro", nil, "bind host `HOST[:DEST]` read-only (DEST defaults to /workspace/<name>; repeatable)")
-	fl.StringArrayVar(&f.rw, "rw", nil, "bind host `HOST[:DEST]` read-write (repeatable)")
-	fl.StringVar(&f.network, "network", "none", "`none|HOST[,HOST...]`: no network, or only these hosts through the egress proxy (*.example.com for subdomains)")
-	fl.StringVar(&f.memory, "memory", "1G", "memory limit of the whole sandbox (`SIZE` like 512M; 0 for none)")
-	fl.Int64Var(&f.pids, "pids", 512, "limit on processes and threads (`N`; 0 for none)")
-	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores (`N`, e.g. 1.5; 0 for none)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit; the whole process tree is killed (`DURATION` like 30s; 0 for none)")
-	fl.StringVar(&f.disk, "disk", "", "workspace disk quota (`SIZE`); refused where the backend cannot enforce it")
-	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the sandbox (repeatable; the host environment is not inherited)")
-	fl.StringVar(&f.user, "user", "", "run as `UID[:GID]` inside the sandbox (default 1000:1000)")
-	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
-	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
-	fl.StringVar(&backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, or local (confines NOTHING; development only)")
+	sf.register(fl)
+	fl.DurationVar(&timeout, "timeout", 0, "wall-clock limit of the command; its whole process tree is killed (`DURATION` like 30s; 0 for none, or the session's own)")
+	fl.StringVar(&session, "session", "", "run in the live session `ID` (agentbox session create) instead of a fresh sandbox")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object: exit_code, stdout, stderr, duration_ms, timed_out, oom_killed, output_truncated, violations")
-	fl.BoolVarP(&tty, "tty", "t", false, "give the command a pseudo-terminal (interactive programs)")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "log what the backend does")
-	fl.StringVar(&wf.manifest, "manifest", "", "workspace manifest (`FILE`, YAML or JSON) materialized before the command runs")
-	fl.StringVar(&wf.snapshot, "snapshot", "", "seed the workspace from snapshot `ID` (agentbox snapshot ls)")
-	fl.BoolVar(&wf.saveSnapshot, "save-snapshot", false, "save the workspace as a snapshot after the command and print its ID on stderr")
-	fl.StringVar(&wf.store, "store", datadir.Snapshots(), "snapshot store `DIR`")
+	fl.BoolVarP(&tty, "tty", "t", false, "give the command a pseudo-terminal (interactive programs; stdin must be a terminal)")
 	return cmd
+}
+
+// execInSession runs one command in the live session id.
+func (a *App) execInSession(ctx context.Context, id string, argv []string, eio execIO) error {
+	entry, err := loadSession(id)
+	if err != nil {
+		return Fail(err)
+	}
+	if err := a.needsFull(entry.State.Backend); err != nil {
+		return err
+	}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	client, err := a.OpenBackend(entry.State.Backend, BackendOptions{Logger: quiet, Warn: os.Stderr})
+	if err != nil {
+		return Fail(err)
+	}
+	sess, err := client.Resume(ctx, entry.State)
+	if errors.Is(err, sandbox.ErrGone) {
+		return Failf("session %s is gone (%v); agentbox session rm %s removes what is left", id, err, id)
+	}
+	if err != nil {
+		return Fail(fmt.Errorf("session %s: %w", id, err))
+	}
+	ctx, _, release := interruptible(ctx)
+	defer release()
+	code, err := runCommand(ctx, sess, argv, eio)
+	if err != nil {
+		return Fail(err)
+	}
+	if code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
 }
 
 // execIO is where `exec` reads and writes.
 type execIO struct {
 	json, tty      bool
 	saveSnapshot   bool
+	timeout        time.Duration
 	stdin          io.Reader
 	stdout, stderr io.Writer
+}
+
+// check refuses a terminal for a command whose input is not one, as
+// docker run -t does: the command would wait for input that can never
+// end (a pipe's end of file does not reach a terminal).
+func (eio execIO) check() error {
+	if eio.timeout < 0 {
+		return fmt.Errorf("--timeout %s: must be positive (0 means no limit)", eio.timeout)
+	}
+	if eio.tty && !isTerminal(eio.stdin) {
+		return errors.New("--tty needs a terminal on stdin (drop --tty to pipe input to the command)")
+	}
+	if eio.tty && eio.json {
+		return errors.New("--tty and --json do not mix: a terminal has one output stream")
+	}
+	return nil
 }
 
 // execJSON is the --json result.
@@ -187,7 +227,13 @@ func runExec(ctx context.Context, client sandbox.Client, spec sandbox.Spec, argv
 			fmt.Fprintln(eio.stderr, "agentbox: saved snapshot", id)
 		}()
 	}
-	req := sandbox.ExecRequest{Cmd: argv, Timeout: spec.Policy.Resources.ExecTimeout}
+	return runCommand(ctx, sess, argv, eio)
+}
+
+// runCommand runs one command in sess and reports it as exec does; it
+// returns the exit status agentbox should exit with.
+func runCommand(ctx context.Context, sess sandbox.Session, argv []string, eio execIO) (int, error) {
+	req := sandbox.ExecRequest{Cmd: argv, Timeout: eio.timeout}
 	if eio.json {
 		if !isTerminal(eio.stdin) {
 			req.Stdin = eio.stdin
@@ -220,7 +266,7 @@ func runExec(ctx context.Context, client sandbox.Client, spec sandbox.Spec, argv
 	}
 	switch {
 	case st.TimedOut:
-		fmt.Fprintf(eio.stderr, "agentbox: command timed out after %s; its process tree was killed\n", req.Timeout)
+		fmt.Fprintf(eio.stderr, "agentbox: command timed out after %s; its process tree was killed\n", req.EffectiveTimeout(sess.State().Spec.Policy))
 	case st.OOMKilled:
 		fmt.Fprintln(eio.stderr, "agentbox: command was killed: out of memory (raise --memory)")
 	}
@@ -257,14 +303,19 @@ func streamExec(ctx context.Context, sess sandbox.Session, req sandbox.ExecReque
 		defer restore()
 	}
 	runCtx := ctx
-	if req.Timeout > 0 {
+	if t := req.EffectiveTimeout(sess.State().Spec.Policy); t > 0 {
 		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
+		runCtx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
 	p, err := sess.Start(runCtx, req)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
+	}
+	defer p.Close()
+	if req.TTY {
+		stop := forwardResizes(runCtx, p, eio.stdin.(*os.File))
+		defer stop()
 	}
 	if eio.tty || !isTerminal(eio.stdin) {
 		go func() {
@@ -311,4 +362,28 @@ func streamExec(ctx context.Context, sess sandbox.Session, req sandbox.ExecReque
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// forwardResizes passes the terminal's new size to p each time the
+// terminal is resized (SIGWINCH), until stop is called.
+func forwardResizes(ctx context.Context, p sandbox.Process, tty *os.File) (stop func()) {
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-winch:
+				if w, h, err := term.GetSize(int(tty.Fd())); err == nil {
+					_ = p.Resize(ctx, uint16(h), uint16(w))
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		close(done)
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/sandbox"
@@ -22,7 +21,6 @@ type execFlags struct {
 	disk        string
 	pids        int64
 	cpus        float64
-	timeout     time.Duration
 	user        string
 	allowWeaker bool
 	image       string
@@ -104,10 +102,6 @@ func (f *execFlags) buildSpec() (sandbox.Spec, error) {
 		return spec, fmt.Errorf("--cpus %g: must be positive (0 means no limit)", f.cpus)
 	}
 	r.CPUs = f.cpus
-	if f.timeout < 0 {
-		return spec, fmt.Errorf("--timeout %s: must be positive (0 means no limit)", f.timeout)
-	}
-	r.ExecTimeout = f.timeout
 	if f.user != "" {
 		if err := checkUser(f.user); err != nil {
 			return spec, fmt.Errorf("--user %s: %w", f.user, err)

@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package harness
 
 import (
 	"encoding/json"
@@ -8,12 +6,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/trace"
 )
 
-func init() { register(newTraceCmd) }
-
-func newTraceCmd() *cobra.Command {
+// Trace is the trace command.
+func Trace(a *cli.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Inspect agent run traces (JSONL)",
@@ -37,7 +35,7 @@ approvals, and errors marked with !! at the start of the line.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			evs, err := trace.Read(args[0])
 			if err != nil {
-				return &exitError{code: exitCode, err: err}
+				return cli.Fail(err)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -45,7 +43,7 @@ approvals, and errors marked with !! at the start of the line.`,
 				return enc.Encode(evs)
 			}
 			if err := trace.RenderTimeline(cmd.OutOrStdout(), evs); err != nil {
-				return &exitError{code: exitCode, err: fmt.Errorf("trace show: %w", err)}
+				return cli.Fail(fmt.Errorf("trace show: %w", err))
 			}
 			return nil
 		},

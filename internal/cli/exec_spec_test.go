@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"strings"
@@ -20,7 +20,6 @@ func TestBuildSpecRejectsBadInputWithAClearReason(t *testing.T) {
 		{"a malformed disk size", execFlags{disk: "12X"}, "--disk"},
 		{"a negative pids limit", execFlags{pids: -1}, "--pids"},
 		{"a negative cpu limit", execFlags{cpus: -2}, "--cpus"},
-		{"a negative timeout", execFlags{timeout: -time.Second}, "--timeout"},
 		{"network none together with an allow-list", execFlags{network: "none,example.com"}, "cannot be combined"},
 		{"a bad host in the allow-list", execFlags{network: "exa mple.com"}, "not a host name"},
 		{"an env entry without =", execFlags{env: []string{"NOEQUALS"}}, "KEY=VALUE"},
@@ -47,14 +46,14 @@ func TestBuildSpecMapsFlagsOntoThePolicy(t *testing.T) {
 	f := execFlags{
 		workspace: dir, ro: []string{dir + ":data"}, rw: []string{dir + ":/mnt/out"},
 		network: "api.example.com,*.pypi.org", memory: "512M", disk: "1G", pids: 64, cpus: 1.5,
-		timeout: 30 * time.Second, env: []string{"A=1", "B=x=y"}, user: "1234:1234",
+		env: []string{"A=1", "B=x=y"}, user: "1234:1234",
 	}
 	spec, err := f.buildSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := spec.Policy.Resources
-	if r.MemoryBytes != 512<<20 || r.DiskBytes != 1<<30 || r.Pids != 64 || r.CPUs != 1.5 || r.ExecTimeout != 30*time.Second {
+	if r.MemoryBytes != 512<<20 || r.DiskBytes != 1<<30 || r.Pids != 64 || r.CPUs != 1.5 {
 		t.Errorf("resources = %+v", r)
 	}
 	if n := spec.Policy.Network; n.Mode != sandbox.NetworkAllowList || len(n.Allow) != 2 {
@@ -81,5 +80,23 @@ func TestStatusOfMapsTimeoutAndOOM(t *testing.T) {
 		if got := statusOf(*st); got != want {
 			t.Errorf("statusOf(%+v) = %d, want %d", *st, got, want)
 		}
+	}
+}
+
+func TestExecIOCheckRefusesWhatCannotWork(t *testing.T) {
+	tests := []struct {
+		name string
+		eio  execIO
+		want string
+	}{
+		{"a negative timeout is refused", execIO{timeout: -time.Second}, "--timeout"},
+		{"a terminal without a terminal on stdin is refused", execIO{tty: true, stdin: strings.NewReader("print(1)")}, "--tty needs a terminal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.eio.check(); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("check() = %v, want an error mentioning %q", err, tt.want)
+			}
+		})
 	}
 }

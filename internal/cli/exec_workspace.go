@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package cli
 
 import (
 	"context"
@@ -23,9 +21,6 @@ type workspaceFlags struct {
 	store        string
 }
 
-// fullOnly is "": the full build does all of exec itself.
-func (w *workspaceFlags) fullOnly(sandbox.Spec) string { return "" }
-
 // makesFiles reports whether prepare makes files on the host: a manifest
 // is materialized, into a temporary workspace when none is given.
 func (w *workspaceFlags) makesFiles() bool { return w.manifest != "" }
@@ -34,6 +29,8 @@ func (w *workspaceFlags) makesFiles() bool { return w.manifest != "" }
 type preparedWorkspace struct {
 	store   *snapshot.Store
 	cleanup func()
+	// temp is the temporary workspace prepare made, if any.
+	temp string
 }
 
 // prepare validates the manifest and snapshot reference, then (only when
@@ -95,6 +92,7 @@ func (w *workspaceFlags) prepare(ctx context.Context, spec *sandbox.Spec, userGi
 		}
 		spec.Workspace = dir
 		pw.cleanup = func() { os.RemoveAll(dir) }
+		pw.temp = dir
 	}
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {

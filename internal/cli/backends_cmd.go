@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -8,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sort"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -16,9 +13,8 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-func init() { register(newBackendsCmd) }
-
-func newBackendsCmd() *cobra.Command {
+// Backends is the backends command.
+func Backends(a *App) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "backends",
@@ -29,7 +25,7 @@ A backend refuses a policy that needs a part it does not enforce, unless
 --allow-weaker is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return printBackends(cmd.OutOrStdout(), asJSON)
+			return a.printBackends(cmd.OutOrStdout(), asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object: backend -> enforced parts (or error)")
@@ -46,16 +42,12 @@ type backendReport struct {
 // on this host (cgroup version, landlock ABI, ...).
 type noter interface{ Notes() []string }
 
-func printBackends(w io.Writer, asJSON bool) error {
-	names := make([]string, 0, len(backends))
-	for n := range backends {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+func (a *App) printBackends(w io.Writer, asJSON bool) error {
+	names := a.BackendNames()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reports := map[string]backendReport{}
 	for _, n := range names {
-		c, err := openBackend(n, backendOptions{Logger: quiet, Warn: io.Discard})
+		c, err := a.OpenBackend(n, BackendOptions{Logger: quiet, Warn: io.Discard})
 		if err != nil {
 			reports[n] = backendReport{Error: err.Error()}
 			continue

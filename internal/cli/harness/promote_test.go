@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package harness
 
 import (
 	"bytes"
@@ -9,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/cli"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -37,14 +37,14 @@ func TestPromoteCommand(t *testing.T) {
 	}{
 		{"promotes and lists sizes and hashes", []string{"--from", ws, "--rules", rules, "--to", filepath.Join(dir, "res"), "--run-id", "r1"}, 0,
 			[]string{"out/report.md", "9", "text/markdown", "promoted 1 file(s)"}},
-		{"refuses a destination it would overwrite", []string{"--from", ws, "--rules", rules, "--to", filepath.Join(dir, "res")}, exitCode,
+		{"refuses a destination it would overwrite", []string{"--from", ws, "--rules", rules, "--to", filepath.Join(dir, "res")}, cli.ExitFailure,
 			[]string{"already has out/report.md"}},
-		{"needs all three paths", []string{"--from", ws}, exitCode, []string{"--from, --rules and --to are all required"}},
-		{"reports a missing rules file", []string{"--from", ws, "--rules", filepath.Join(dir, "nope.yaml"), "--to", filepath.Join(dir, "x")}, exitCode, []string{"nope.yaml"}},
+		{"needs all three paths", []string{"--from", ws}, cli.ExitFailure, []string{"--from, --rules and --to are all required"}},
+		{"reports a missing rules file", []string{"--from", ws, "--rules", filepath.Join(dir, "nope.yaml"), "--to", filepath.Join(dir, "x")}, cli.ExitFailure, []string{"nope.yaml"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := newPromoteCmd()
+			cmd := Promote(cli.New())
 			var out bytes.Buffer
 			cmd.SetOut(&out)
 			cmd.SetErr(&out)
@@ -52,11 +52,11 @@ func TestPromoteCommand(t *testing.T) {
 			err := cmd.Execute()
 			code := 0
 			if err != nil {
-				var ee *exitError
+				var ee *cli.ExitError
 				if !errors.As(err, &ee) {
-					t.Fatalf("error %v is not an exitError", err)
+					t.Fatalf("error %v is not an ExitError", err)
 				}
-				code = ee.code
+				code = ee.Code
 				out.WriteString(err.Error())
 			}
 			if code != tt.wantCode {

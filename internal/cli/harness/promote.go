@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package harness
 
 import (
 	"encoding/json"
@@ -15,12 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/artifact"
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-func init() { register(newPromoteCmd) }
-
-func newPromoteCmd() *cobra.Command {
+// Promote is the promote command.
+func Promote(a *cli.App) *cobra.Command {
 	var (
 		from, rulesFile, to string
 		runID, traceID      string
@@ -57,7 +55,7 @@ Exit status: 0 when promoted, 125 when refused or on any error.`,
   agentbox promote --from ./workspace --rules rules.yaml --to ./results --run-id run-42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fail := func(err error) error { return &exitError{code: exitCode, err: fmt.Errorf("promote: %w", err)} }
+			fail := func(err error) error { return cli.Fail(fmt.Errorf("promote: %w", err)) }
 			if from == "" || rulesFile == "" || to == "" {
 				return fail(errors.New("--from, --rules and --to are all required"))
 			}

@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package cli
 
 import (
 	"bytes"
@@ -17,7 +15,7 @@ import (
 // runSnapshotCmd runs `agentbox snapshot ARGS...` in-process.
 func runSnapshotCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	cmd := newSnapshotCmd()
+	cmd := Snapshot(New())
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -76,9 +74,9 @@ func TestSnapshotCommandsFailWithStatus125AndAClearMessage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := runSnapshotCmd(t, tt.args...)
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != exitCode {
-				t.Fatalf("err = %v, want an exit status %d", err, exitCode)
+			var ee *ExitError
+			if !errors.As(err, &ee) || ee.Code != ExitFailure {
+				t.Fatalf("err = %v, want an exit status %d", err, ExitFailure)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %q does not say %q", err, tt.want)

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -8,20 +8,18 @@ import (
 	"github.com/agentbox/agentbox/sandbox/linux"
 )
 
-// The native linux backend. Its sessions' init is agentbox-init beside
-// this program, or else this very program re-executed (the backend's
-// init package takes such a process over before main runs).
-func init() {
-	backends["linux"] = func(opts backendOptions) (sandbox.Client, error) {
-		dir := os.Getenv(stateDirEnv)
-		if dir != "" {
-			var err error
-			if dir, err = checkStateDir(dir); err != nil {
-				return nil, err
-			}
+// Linux is the native backend. Its sessions' init is agentbox-init beside
+// this program, or else this very program re-executed (the backend's init
+// package takes such a process over before main runs).
+func Linux(opts BackendOptions) (sandbox.Client, error) {
+	dir := os.Getenv(stateDirEnv)
+	if dir != "" {
+		var err error
+		if dir, err = checkStateDir(dir); err != nil {
+			return nil, err
 		}
-		return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, StateDir: dir, FirstSession: opts.FirstSession})
 	}
+	return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, StateDir: dir, FirstSession: opts.FirstSession})
 }
 
 // stateDirEnv names the linux backend's state directory (one directory

@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package harness
 
 import (
 	"context"
@@ -20,12 +18,11 @@ import (
 
 	"github.com/agentbox/agentbox/agent"
 	"github.com/agentbox/agentbox/artifact"
+	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/snapshot"
 	"github.com/agentbox/agentbox/trace"
 )
-
-func init() { register(newRunCmd) }
 
 // runFlags are the flags of `agentbox run`.
 type runFlags struct {
@@ -51,7 +48,8 @@ type runFlags struct {
 	verbose      bool
 }
 
-func newRunCmd() *cobra.Command {
+// Run is the run command.
+func Run(app *cli.App) *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run --agent agent.yaml [flags] \"task\"",
@@ -85,17 +83,17 @@ the run or the promotion failed.`,
       --base-url http://localhost:11434/v1 --model qwen2.5 "Reconcile March"`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
-				return &exitError{code: exitCode, err: errors.New(`run: give the task as one argument (usage: agentbox run --agent agent.yaml "task")`)}
+				return cli.Fail(errors.New(`run: give the task as one argument (usage: agentbox run --agent agent.yaml "task")`))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := runAgent(cmd.Context(), f, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
-				var ee *exitError
+			if err := runAgent(cmd.Context(), app, f, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+				var ee *cli.ExitError
 				if errors.As(err, &ee) {
 					return err
 				}
-				return &exitError{code: exitCode, err: err}
+				return cli.Fail(err)
 			}
 			return nil
 		},
@@ -134,7 +132,7 @@ type runJSON struct {
 	Rejected  []artifact.Violation `json:"rejected,omitempty"`
 }
 
-func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Writer) error {
+func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout, stderr io.Writer) error {
 	if f.agentFile == "" {
 		return errors.New("run: --agent FILE is required")
 	}
@@ -194,7 +192,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	bo := backendOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), Warn: stderr}
+	bo := cli.BackendOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), Warn: stderr}
 	if f.snapshot != "" || f.saveSnapshot {
 		store, err := snapshot.Open(f.store, snapshot.Options{})
 		if err != nil {
@@ -202,7 +200,7 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 		}
 		bo.Snapshots = store
 	}
-	client, err := openBackend(f.backend, bo)
+	client, err := app.OpenBackend(f.backend, bo)
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

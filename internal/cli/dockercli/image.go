@@ -1,10 +1,10 @@
-//go:build !lean
-
-package main
+package dockercli
 
 import (
 	"fmt"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/cli"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -12,9 +12,8 @@ import (
 	"github.com/agentbox/agentbox/sandbox/docker"
 )
 
-func init() { register(newImageCmd) }
-
-func newImageCmd() *cobra.Command {
+// Image is the image command.
+func Image(*cli.App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Manage the docker backend's base image",
@@ -45,7 +44,7 @@ rebuilds anyway).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := docker.New(docker.Options{})
 			if err != nil {
-				return &exitError{code: exitCode, err: fmt.Errorf("image build: %w", err)}
+				return cli.Fail(fmt.Errorf("image build: %w", err))
 			}
 			defer c.Close()
 			var bar *progressbar.ProgressBar
@@ -63,7 +62,7 @@ rebuilds anyway).`,
 				fmt.Fprintln(cmd.ErrOrStderr())
 			}
 			if err != nil {
-				return &exitError{code: exitCode, err: fmt.Errorf("image build: %w", err)}
+				return cli.Fail(fmt.Errorf("image build: %w", err))
 			}
 			state := "built"
 			if res.Cached {

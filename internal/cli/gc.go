@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package cli
 
 import (
 	"bytes"
@@ -19,37 +17,28 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentbox/agentbox/sandbox"
-	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/sandbox/linux"
 )
 
-func init() { register(newGCCmd) }
-
-// gcHooks reap one backend's orphans each. A backend that leaves host
-// state behind after a crash adds itself here from its own file; an
-// unavailable backend (no engine) returns an error wrapping
-// sandbox.ErrUnavailable and is skipped with a note.
-var gcHooks = map[string]func(ctx context.Context, dryRun bool, out io.Writer) error{
-	"docker": dockerGC,
-	"linux":  linuxGC,
-}
-
-func newGCCmd() *cobra.Command {
+// GCCommand is the gc command: each linked backend reaps its orphans.
+func GCCommand(a *App) *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove sandboxes left behind by a crashed agentbox",
 		Long: `Remove what a crashed or killed agentbox left behind: docker containers
 labelled agentbox.session that are stopped, or whose owner process (label
-agentbox.owner-pid, on this host) no longer exists; and native (linux)
-sessions that an agentbox exec made for itself and could not close (it was
-killed): their init, cgroups and directories. Sessions of running agentbox
-processes, and sessions made through the Go API, are left alone.`,
+agentbox.owner-pid, on this host) no longer exists; native (linux) sessions
+that an agentbox exec made for itself and could not close (it was killed):
+their init, cgroups and directories; and sessions made by agentbox session
+create whose sandbox died. Sessions of running agentbox processes, live
+sessions of agentbox session create, and sessions made through the Go API,
+are left alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var failed []error
-			for _, name := range slices.Sorted(maps.Keys(gcHooks)) {
-				err := gcHooks[name](cmd.Context(), dryRun, cmd.OutOrStdout())
+			for _, name := range slices.Sorted(maps.Keys(a.gcs)) {
+				err := a.gcs[name](cmd.Context(), a, dryRun, cmd.OutOrStdout())
 				switch {
 				case errors.Is(err, sandbox.ErrUnavailable):
 					fmt.Fprintf(cmd.ErrOrStderr(), "gc: %s: skipped: %v\n", name, err)
@@ -57,8 +46,11 @@ processes, and sessions made through the Go API, are left alone.`,
 					failed = append(failed, fmt.Errorf("%s: %w", name, err))
 				}
 			}
+			if err := a.gcSessions(cmd.Context(), dryRun, cmd.OutOrStdout()); err != nil {
+				failed = append(failed, err)
+			}
 			if len(failed) > 0 {
-				return &exitError{code: exitCode, err: fmt.Errorf("gc: %w", errors.Join(failed...))}
+				return Fail(fmt.Errorf("gc: %w", errors.Join(failed...)))
 			}
 			return nil
 		},
@@ -67,10 +59,10 @@ processes, and sessions made through the Go API, are left alone.`,
 	return cmd
 }
 
-// linuxGC removes the native sessions whose `agentbox exec` owner is gone
+// LinuxGC removes the native sessions whose `agentbox exec` owner is gone
 // (see ownerLabel), in the state directory this environment names.
-func linuxGC(ctx context.Context, dryRun bool, out io.Writer) error {
-	c, err := openBackend("linux", backendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+func LinuxGC(ctx context.Context, a *App, dryRun bool, out io.Writer) error {
+	c, err := a.OpenBackend("linux", BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err
 	}
@@ -108,26 +100,6 @@ func linuxGC(ctx context.Context, dryRun bool, out io.Writer) error {
 	return errors.Join(errs...)
 }
 
-func dockerGC(ctx context.Context, dryRun bool, out io.Writer) error {
-	c, err := docker.New(docker.Options{})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	reaped, err := c.GC(ctx, docker.GCOptions{DryRun: dryRun})
-	verb := "removed"
-	if dryRun {
-		verb = "would remove"
-	}
-	for _, r := range reaped {
-		fmt.Fprintf(out, "docker: %s container %s (session %s): %s\n", verb, r.Container, r.Session, r.Reason)
-	}
-	if len(reaped) == 0 {
-		fmt.Fprintln(out, "docker: no orphaned containers")
-	}
-	return err
-}
-
 // ownerAlive reports whether mark names a running agentbox process. A pid
 // reused by another program counts as gone; one reused by another agentbox
 // counts as alive (the safe side: the session is kept).
@@ -142,4 +114,31 @@ func ownerAlive(mark string) bool {
 	}
 	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
 	return strings.HasPrefix(filepath.Base(string(argv0)), "agentbox")
+}
+
+// gcSessions removes the detached sessions (agentbox session create)
+// whose sandbox is gone; live ones are left to agentbox session rm.
+func (a *App) gcSessions(ctx context.Context, dryRun bool, out io.Writer) error {
+	list, err := listSessions()
+	if err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
+	verb := "removed"
+	if dryRun {
+		verb = "would remove"
+	}
+	var errs []error
+	for _, e := range list {
+		if a.status(e.State) != "gone" {
+			continue
+		}
+		if !dryRun {
+			if err := a.removeSession(ctx, e); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		fmt.Fprintf(out, "%s: %s session %s: it no longer runs\n", e.State.Backend, verb, e.State.ID)
+	}
+	return errors.Join(errs...)
 }

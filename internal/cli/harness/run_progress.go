@@ -1,6 +1,4 @@
-//go:build !lean
-
-package main
+package harness
 
 import (
 	"bufio"

@@ -1,0 +1,20 @@
+// Command agentbox-full is agentbox with every command and backend: what
+// agentbox runs (same arguments, same environment) for the commands and
+// backends it does not link, and a complete agentbox on its own.
+package main
+
+import (
+	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/cli/dockercli"
+	"github.com/agentbox/agentbox/internal/cli/harness"
+)
+
+func main() {
+	a := cli.New()
+	a.AddBackend("linux", cli.Linux, cli.LinuxGC)
+	a.AddBackend("local", cli.Local, nil)
+	a.Add(cli.Exec, cli.Session, cli.Snapshot, cli.GCCommand, cli.Backends)
+	harness.Register(a)
+	dockercli.Register(a)
+	a.Main()
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sessionEnv runs agentbox with its data (the session registry) in a
+// directory of the test's own.
+type sessionEnv struct {
+	t    *testing.T
+	bin  string
+	home string
+}
+
+func newSessionEnv(t *testing.T) *sessionEnv {
+	t.Helper()
+	requireLinuxSandbox(t)
+	return &sessionEnv{t: t, bin: agentboxBinary(t), home: t.TempDir()}
+}
+
+// run runs agentbox with args and returns stdout, stderr and the status.
+func (e *sessionEnv) run(args ...string) (string, string, int) {
+	e.t.Helper()
+	cmd := exec.Command(e.bin, args...)
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		e.t.Fatalf("run agentbox %q: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+}
+
+// ok runs agentbox with args and fails the test unless it exits 0.
+func (e *sessionEnv) ok(args ...string) string {
+	e.t.Helper()
+	stdout, stderr, code := e.run(args...)
+	if code != 0 {
+		e.t.Fatalf("agentbox %q: exit %d, stderr %q", args, code, stderr)
+	}
+	return stdout
+}
+
+func TestASessionKeepsItsFilesAndProcessesBetweenCommands(t *testing.T) {
+	e := newSessionEnv(t)
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(e.ok("session", "create", "--workspace", ws, "--memory", "256M", "--timeout", "5s"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	if id == "" || strings.ContainsAny(id, " \n") {
+		t.Fatalf("session create printed %q, want one id", id)
+	}
+	e.ok("exec", "--session", id, "--", "sh", "-c", "echo kept > note.txt; echo tmp > /tmp/t; sleep 300 >/dev/null 2>&1 &")
+	if out := e.ok("exec", "--session", id, "--", "sh", "-c", "cat note.txt /tmp/t; pgrep -c sleep"); out != "kept\ntmp\n1\n" {
+		t.Fatalf("the second command saw %q; want the first one's files and its background process", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "note.txt")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("the workspace on the host holds %q, %v", b, err)
+	}
+	// The session's policy is a ceiling: a command cannot ask for more
+	// time than it was created with.
+	start := time.Now()
+	_, _, code := e.run("exec", "--session", id, "--timeout", "1h", "--", "sleep", "30")
+	if code != 124 || time.Since(start) > 20*time.Second {
+		t.Fatalf("a command asking for 1h in a session of 5s: exit %d after %v; want 124 within the session's 5s", code, time.Since(start))
+	}
+
+	var rows []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("session", "ls", "--json")), &rows); err != nil || len(rows) != 1 || rows[0].ID != id || rows[0].Status != "running" {
+		t.Fatalf("session ls --json = %+v, %v; want the one running session", rows, err)
+	}
+	var st struct {
+		ID      string `json:"id"`
+		Backend string `json:"backend"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("session", "state", id)), &st); err != nil || st.ID != id || st.Backend != "linux" {
+		t.Fatalf("session state = %+v, %v", st, err)
+	}
+	if out := e.ok("session", "rm", id); strings.TrimSpace(out) != id {
+		t.Fatalf("session rm printed %q", out)
+	}
+	_, stderr, code := e.run("exec", "--session", id, "--", "true")
+	if code != exitCode || !strings.Contains(stderr, "no session "+id) {
+		t.Fatalf("exec in a removed session: exit %d, stderr %q; want 125 saying there is no such session", code, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "note.txt")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("session rm touched the caller's workspace: %q, %v", b, err)
+	}
+}
+
+func TestExecInASessionRefusesWhatCannotApply(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"flags that shape a new sandbox", []string{"exec", "--session", id, "--memory", "2G", "--", "true"}, "--memory shape a new sandbox"},
+		{"an id that is no session", []string{"exec", "--session", "nope", "--", "true"}, "no session nope"},
+		{"an id that is a path", []string{"exec", "--session", "../x", "--", "true"}, "is not a session id"},
+		{"a terminal without one on stdin", []string{"exec", "--session", id, "--tty", "--", "true"}, "--tty needs a terminal on stdin"},
+		{"an allow-list for a detached session", []string{"session", "create", "--network", "example.com"}, "a detached session has no egress proxy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := e.run(tt.args...)
+			if code != exitCode || !strings.Contains(stderr, tt.want) || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stderr %q; want 125 and one line with %q", code, stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestGCRemovesADetachedSessionOnlyOnceItIsGone(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("gc")
+	if out := e.ok("session", "ls"); !strings.Contains(out, id) || !strings.Contains(out, "running") {
+		t.Fatalf("gc removed a live detached session: ls says %q", out)
+	}
+	// The sandbox dies from outside (a crash, an OOM of the host).
+	pid := initPidOf(t, e, id)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid)
+	if out := e.ok("session", "ls"); !strings.Contains(out, "gone") {
+		t.Fatalf("ls after the sandbox died: %q; want it shown gone", out)
+	}
+	_, stderr, code := e.run("exec", "--session", id, "--", "true")
+	if code != exitCode || !strings.Contains(stderr, "is gone") {
+		t.Fatalf("exec in a dead session: exit %d, stderr %q; want 125 saying it is gone", code, stderr)
+	}
+	if out := e.ok("gc"); !strings.Contains(out, id) {
+		t.Fatalf("gc output %q does not name the dead session %s", out, id)
+	}
+	if out := e.ok("session", "ls"); strings.Contains(out, id) {
+		t.Fatalf("gc left the dead session listed: %q", out)
+	}
+}
+
+// initPidOf is the host pid of the init of session id, from its state.
+func initPidOf(t *testing.T, e *sessionEnv, id string) int {
+	t.Helper()
+	var st struct {
+		Handles struct {
+			InitPID int `json:"init_pid"`
+		} `json:"handles"`
+	}
+	if err := json.Unmarshal([]byte(e.ok("session", "state", id)), &st); err != nil || st.Handles.InitPID <= 0 {
+		t.Fatalf("session state: %+v, %v", st, err)
+	}
+	return st.Handles.InitPID
+}
+
+// waitGone waits for pid to be reaped or a zombie.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for range 200 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d did not die", pid)
+}

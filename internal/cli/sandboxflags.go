@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/agentbox/agentbox/internal/datadir"
+)
+
+// sandboxFlags are the flags that shape a new sandbox: its backend, policy,
+// workspace and mounts. exec and session create share them.
+type sandboxFlags struct {
+	exec      execFlags
+	workspace workspaceFlags
+	backend   string
+	verbose   bool
+}
+
+// register adds the flags to fl.
+func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
+	f, wf := &sf.exec, &sf.workspace
+	fl.StringVar(&f.workspace, "workspace", "", "host `DIR` bound read-write at /workspace (default: a fresh temporary dir, removed after)")
+	fl.StringArrayVar(&f.ro, "ro", nil, "bind host `HOST[:DEST]` read-only (DEST defaults to /workspace/<name>; repeatable)")
+	fl.StringArrayVar(&f.rw, "rw", nil, "bind host `HOST[:DEST]` read-write (repeatable)")
+	fl.StringVar(&f.network, "network", "none", "`none|HOST[,HOST...]`: no network, or only these hosts through the egress proxy (*.example.com for subdomains)")
+	fl.StringVar(&f.memory, "memory", "1G", "memory limit of the whole sandbox (`SIZE` like 512M; 0 for none)")
+	fl.Int64Var(&f.pids, "pids", 512, "limit on processes and threads (`N`; 0 for none)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores (`N`, e.g. 1.5; 0 for none)")
+	fl.StringVar(&f.disk, "disk", "", "workspace disk quota (`SIZE`); refused where the backend cannot enforce it")
+	fl.StringArrayVar(&f.env, "env", nil, "set `KEY=VALUE` in the sandbox (repeatable; the host environment is not inherited)")
+	fl.StringVar(&f.user, "user", "", "run as `UID[:GID]` inside the sandbox (default 1000:1000)")
+	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
+	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
+	fl.StringVar(&sf.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, or local (confines NOTHING; development only)")
+	fl.BoolVarP(&sf.verbose, "verbose", "v", false, "log what the backend does")
+	fl.StringVar(&wf.manifest, "manifest", "", "workspace manifest (`FILE`, YAML or JSON) materialized before the command runs")
+	fl.StringVar(&wf.snapshot, "snapshot", "", "seed the workspace from snapshot `ID` (agentbox snapshot ls)")
+	fl.BoolVar(&wf.saveSnapshot, "save-snapshot", false, "save the workspace as a snapshot at the end and print its ID on stderr")
+	fl.StringVar(&wf.store, "store", datadir.Snapshots(), "snapshot store `DIR`")
+}
+
+// shaping are the names of the flags that shape a new sandbox.
+var shaping = []string{"workspace", "ro", "rw", "network", "memory", "pids", "cpus", "disk", "env", "user",
+	"allow-weaker", "image", "backend", "manifest", "snapshot", "save-snapshot", "store"}
+
+// changed lists the shaping flags given on the command line.
+func (sf *sandboxFlags) changed(fl *pflag.FlagSet) []string {
+	var set []string
+	for _, n := range shaping {
+		if fl.Changed(n) {
+			set = append(set, n)
+		}
+	}
+	return set
+}
+
+// backendOptions are the options the backend is opened with; first says
+// a session follows at once.
+func (sf *sandboxFlags) backendOptions(pw *preparedWorkspace, first bool) BackendOptions {
+	level := slog.LevelWarn
+	if sf.verbose {
+		level = slog.LevelDebug
+	}
+	bo := BackendOptions{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Image:  sf.exec.image, Warn: os.Stderr, FirstSession: first,
+	}
+	if pw.store != nil {
+		bo.Snapshots = pw.store
+	}
+	return bo
+}
