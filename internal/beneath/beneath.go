@@ -37,7 +37,7 @@ type Identity struct{ Dev, Ino uint64 }
 // read-only, refusing only links.
 type Options struct {
 	// Flags open the last component; O_NOFOLLOW and O_CLOEXEC are added
-	// (Open), O_CLOEXEC only (OpenInRoot). O_CREAT is refused: use Make.
+	// (Open), O_CLOEXEC only (OpenInRoot). O_CREAT and O_TMPFILE are refused: use Make.
 	Flags int
 	// Kind is what the last component must be.
 	Kind Kind
@@ -158,7 +158,8 @@ func split(p string) ([]string, error) {
 
 // check refuses options that cannot be met, and a dir other than Expect.
 func (o Options) check(dir int) error {
-	if o.Flags&(unix.O_CREAT|unix.O_TMPFILE) != 0 || (o.Make != MakeNothing && o.Kind == Any) {
+	// O_TMPFILE holds O_DIRECTORY's bit: it is all its bits or not it.
+	if o.Flags&unix.O_CREAT != 0 || o.Flags&unix.O_TMPFILE == unix.O_TMPFILE || (o.Make != MakeNothing && o.Kind == Any) {
 		return unix.EINVAL
 	}
 	if o.Expect == (Identity{}) {

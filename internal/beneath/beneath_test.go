@@ -134,7 +134,10 @@ func TestOpen(t *testing.T) {
 		{"a file where a directory is wanted is refused", "file.txt", Options{Kind: Dir}, "", unix.ENOTDIR, "file.txt"},
 		{"a directory where a non-directory is wanted is refused", "a", Options{Kind: NonDir}, "", unix.EISDIR, "a"},
 		{"a fifo where a regular file is wanted is refused without blocking", "a/fifo", Options{Kind: Regular}, "", unix.EINVAL, "a/fifo"},
+		{"O_DIRECTORY in the flags asks for a directory", "a/b", Options{Flags: unix.O_RDONLY | unix.O_DIRECTORY}, "", nil, ""},
+		{"O_DIRECTORY in the flags refuses a file", "file.txt", Options{Flags: unix.O_RDONLY | unix.O_DIRECTORY}, "", unix.ENOTDIR, "file.txt"},
 		{"O_CREAT is refused: Make says what to make", "new", Options{Flags: unix.O_CREAT}, "", unix.EINVAL, ""},
+		{"O_TMPFILE is refused", "a", Options{Flags: unix.O_TMPFILE | unix.O_RDWR}, "", unix.EINVAL, ""},
 	}
 	resolvers(t, func(t *testing.T, walk bool) {
 		tr := newTree(t)
