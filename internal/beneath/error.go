@@ -31,6 +31,8 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Error() string {
 	c := e.Component
 	switch {
+	case e.Err == unix.ELOOP && c == e.Path:
+		return "refusing the symbolic link " + c
 	case e.Err == unix.ELOOP:
 		return fmt.Sprintf("%s goes through the symbolic link %s; refusing", e.Path, c)
 	case e.why != "":
