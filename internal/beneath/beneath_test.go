@@ -108,6 +108,22 @@ func wantErr(t *testing.T, err, errno error, component string) {
 	}
 }
 
+// opened checks what a case's open gave: a wanted error (false), or a
+// descriptor, closed when the test ends (true).
+func opened(t *testing.T, fd int, err, errno error, component string) bool {
+	t.Helper()
+	if errno != nil {
+		if err == nil {
+			unix.Close(fd)
+		}
+		wantErr(t, err, errno, component)
+		return false
+	}
+	must(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
+	return true
+}
+
 func TestOpen(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -146,15 +162,9 @@ func TestOpen(t *testing.T) {
 				o := tt.o
 				o.Walk = walk
 				fd, err := Open(tr.fd, tt.path, o)
-				if tt.errno != nil {
-					if err == nil {
-						unix.Close(fd)
-					}
-					wantErr(t, err, tt.errno, tt.component)
+				if !opened(t, fd, err, tt.errno, tt.component) {
 					return
 				}
-				must(t, err)
-				defer unix.Close(fd)
 				if p := where(t, fd); !within(tr.root, p) {
 					t.Fatalf("opened %s, outside %s", p, tr.root)
 				}
@@ -218,14 +228,7 @@ func TestOpenMakes(t *testing.T) {
 				var made []string
 				o.Made = func(p string) { made = append(made, p) }
 				fd, err := Open(tr.fd, tt.path, o)
-				if tt.errno != nil {
-					if err == nil {
-						unix.Close(fd)
-					}
-					wantErr(t, err, tt.errno, tt.component)
-				} else {
-					must(t, err)
-					defer unix.Close(fd)
+				if opened(t, fd, err, tt.errno, tt.component) {
 					var st unix.Stat_t
 					must(t, unix.Fstat(fd, &st))
 					if got := fs.FileMode(st.Mode & 0o777); got != tt.perm {
@@ -319,18 +322,12 @@ func TestOpenParent(t *testing.T) {
 				}
 				o.Walk = walk
 				fd, base, err := OpenParent(tr.fd, tt.path, o)
-				if tt.errno != nil {
-					if err == nil {
-						unix.Close(fd)
-					}
-					wantErr(t, err, tt.errno, tt.component)
+				if !opened(t, fd, err, tt.errno, tt.component) {
 					if e := (*Error)(nil); errors.As(err, &e) && e.Path != tt.path {
 						t.Errorf("err = %v names the path %q, want %q", err, e.Path, tt.path)
 					}
 					return
 				}
-				must(t, err)
-				defer unix.Close(fd)
 				if p, want := where(t, fd), filepath.Join(tr.root, tt.dir); p != want || base != tt.base {
 					t.Fatalf("OpenParent = %s, %q; want %s, %q", p, base, want, tt.base)
 				}
@@ -365,15 +362,9 @@ func TestOpenPath(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				fd, err := OpenPath(tt.path, Options{Kind: Regular, Walk: walk})
-				if tt.errno != nil {
-					if err == nil {
-						unix.Close(fd)
-					}
-					wantErr(t, err, tt.errno, tt.component)
+				if !opened(t, fd, err, tt.errno, tt.component) {
 					return
 				}
-				must(t, err)
-				defer unix.Close(fd)
 				if got := content(t, fd); got != "inside" {
 					t.Fatalf("read %q", got)
 				}
