@@ -69,10 +69,10 @@ type Options struct {
 func Open(dir int, p string, o Options) (int, error) {
 	parts, err := split(p)
 	if err == nil {
-		err = o.check(dir)
+		err = o.check(dir, p)
 	}
 	if err != nil {
-		return -1, &Error{Path: p, Component: p, Err: err}
+		return -1, err
 	}
 	if o.Make == MakeNothing && !o.Walk && haveOpenat2() {
 		fd, err := openat2(dir, strings.Join(parts, "/"), o.lastFlags(), unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
@@ -115,20 +115,16 @@ func OpenPath(p string, o Options) (int, error) {
 func OpenParent(dir int, p string, o Options) (int, string, error) {
 	parts, err := split(p)
 	if err == nil && len(parts) == 0 {
-		err = unix.EINVAL
+		err = &Error{Path: p, Component: p, Err: unix.EINVAL, why: "no last name to open the parent of"}
 	}
 	if err != nil {
-		return -1, "", &Error{Path: p, Component: p, Err: err, why: "no last name to open the parent of"}
+		return -1, "", err
 	}
 	po := Options{Flags: unix.O_PATH, Kind: Dir, Owner: o.Owner, Made: o.Made, Expect: o.Expect, Walk: o.Walk}
 	if o.Make != MakeNothing {
 		po.Make = MakeMissing
 	}
-	lead := ""
-	if strings.HasPrefix(p, "/") {
-		lead = "/"
-	}
-	fd, err := Open(dir, lead+strings.Join(parts[:len(parts)-1], "/"), po)
+	fd, err := Open(dir, shown(p, parts, len(parts)-2), po)
 	if e, ok := err.(*Error); ok {
 		e.Path = p
 	}
@@ -141,7 +137,7 @@ func OpenParent(dir int, p string, o Options) (int, string, error) {
 // split cuts p into the names to walk.
 func split(p string) ([]string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
-		return nil, unix.EINVAL
+		return nil, &Error{Path: p, Component: p, Err: unix.EINVAL, why: "a NUL byte in the path"}
 	}
 	var parts []string
 	for _, c := range strings.Split(p, "/") {
@@ -149,28 +145,41 @@ func split(p string) ([]string, error) {
 		case "", ".":
 			continue
 		case "..":
-			return nil, unix.EINVAL
+			return nil, &Error{Path: p, Component: p, Err: unix.EINVAL, why: `".." is refused: no link is followed, so clean the path first`}
 		}
 		parts = append(parts, c)
 	}
 	return parts, nil
 }
 
+// shown is p up to parts[i] as p writes it (p itself for i < 0).
+func shown(p string, parts []string, i int) string {
+	s := strings.Join(parts[:i+1], "/")
+	if strings.HasPrefix(p, "/") {
+		s = "/" + s
+	}
+	return s
+}
+
 // check refuses options that cannot be met, and a dir other than Expect.
-func (o Options) check(dir int) error {
+func (o Options) check(dir int, p string) error {
 	// O_TMPFILE holds O_DIRECTORY's bit: it is all its bits or not it.
-	if o.Flags&unix.O_CREAT != 0 || o.Flags&unix.O_TMPFILE == unix.O_TMPFILE || (o.Make != MakeNothing && o.Kind == Any) {
-		return unix.EINVAL
+	if o.Flags&unix.O_CREAT != 0 || o.Flags&unix.O_TMPFILE == unix.O_TMPFILE {
+		return &Error{Path: p, Component: p, Err: unix.EINVAL, why: "O_CREAT and O_TMPFILE are refused; Make says what to make"}
+	}
+	if o.Make != MakeNothing && o.Kind == Any {
+		return &Error{Path: p, Component: p, Err: unix.EINVAL, why: "Make needs a Kind to make"}
 	}
 	if o.Expect == (Identity{}) {
 		return nil
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(dir, &st); err != nil {
-		return err
+	err := unix.Fstat(dir, &st)
+	if err == nil && (st.Dev != o.Expect.Dev || st.Ino != o.Expect.Ino) {
+		err = unix.ESTALE
 	}
-	if st.Dev != o.Expect.Dev || st.Ino != o.Expect.Ino {
-		return unix.ESTALE
+	if err != nil {
+		return &Error{Path: p, Component: p, Err: err}
 	}
 	return nil
 }

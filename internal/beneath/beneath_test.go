@@ -372,3 +372,33 @@ func TestOpenPath(t *testing.T) {
 		}
 	})
 }
+
+func TestErrorsSayWhatWasRefusedAndWhere(t *testing.T) {
+	tr := newTree(t)
+	tests := []struct {
+		name, path string
+		o          Options
+		want       string
+	}{
+		{"a link on the way", "/linkdir/b/file", Options{}, "/linkdir/b/file goes through the symbolic link /linkdir; refusing"},
+		{"a link as the last component", "linkfile", Options{}, "refusing the symbolic link linkfile"},
+		{"a missing component", "a/nope/file", Options{}, "a/nope does not exist"},
+		{"a file on the way", "file.txt/x", Options{}, "file.txt is not a directory"},
+		{"a fifo for a regular file", "a/fifo", Options{Kind: Regular}, "a/fifo is a fifo, not a regular file"},
+		{"a dot-dot", "a/../b", Options{}, `".." is refused`},
+		{"something to make without a kind", "x", Options{Make: MakeMissing}, "Make needs a Kind"},
+		{"a directory other than expected", "a", Options{Expect: Identity{Dev: 1, Ino: 1}}, "no longer the one expected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fd, err := Open(tr.fd, tt.path, tt.o)
+			if err == nil {
+				unix.Close(fd)
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %q, want it to say %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package beneath
 
 import (
 	"fmt"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -62,14 +61,11 @@ type kindError struct{ mode uint32 }
 
 func (k *kindError) Error() string { return "not a regular file" }
 
-// errAt is the Error for err at parts[i] of p, shown as p writes it.
+// errAt is the Error for err at parts[i] of p (p itself for i < 0).
 func errAt(p string, parts []string, i int, err error) error {
-	c := strings.Join(parts[:i+1], "/")
-	if strings.HasPrefix(p, "/") {
-		c = "/" + c
-	}
-	if i < 0 {
-		c = p
+	c := p
+	if i >= 0 {
+		c = shown(p, parts, i)
 	}
 	e := &Error{Path: p, Component: c, Err: err}
 	if k, ok := err.(*kindError); ok {

@@ -16,13 +16,13 @@ const maxSymlinks = 40
 // if dir were "/": an absolute target and ".." stop at dir, so nothing
 // outside it is ever reached. A final link is followed unless o.Flags has
 // O_NOFOLLOW; magic links (/proc/self/fd/N and kin) are never followed.
-// Flags, Kind, Expect and Walk apply; Make is refused (EINVAL). Errors are
-// the errno, as openat2 gives them.
+// Flags, Kind, Expect and Walk apply; Make is refused (EINVAL). Errors of
+// the resolution are the errno, as openat2 gives them.
 func OpenInRoot(dir int, p string, o Options) (int, error) {
 	if o.Make != MakeNothing || strings.IndexByte(p, 0) >= 0 {
 		return -1, unix.EINVAL
 	}
-	if err := o.check(dir); err != nil {
+	if err := o.check(dir, p); err != nil {
 		return -1, err
 	}
 	flags := o.kindFlags(o.Flags | unix.O_CLOEXEC)

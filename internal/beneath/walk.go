@@ -1,10 +1,6 @@
 package beneath
 
-import (
-	"strings"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // The component walk of Open: every name is opened from its parent's
 // descriptor with O_NOFOLLOW, so what was checked is what the next step
@@ -29,22 +25,15 @@ func walk(dir int, p string, parts []string, o Options) (int, error) {
 		}
 		return fd, nil
 	}
-	show := func(i int) string {
-		s := strings.Join(parts[:i+1], "/")
-		if strings.HasPrefix(p, "/") {
-			s = "/" + s
-		}
-		return s
-	}
 	cur := dir
 	last := len(parts) - 1
 	for i, name := range parts {
 		var next int
 		var err error
 		if i == last {
-			next, err = openLast(cur, name, show(i), o)
+			next, err = openLast(cur, name, shown(p, parts, i), o)
 		} else {
-			next, err = step(cur, name, show(i), o)
+			next, err = step(cur, name, shown(p, parts, i), o)
 		}
 		if cur != dir {
 			unix.Close(cur)
