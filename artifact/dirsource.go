@@ -12,17 +12,19 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/atfile"
+	"github.com/agentbox/agentbox/internal/beneath"
 	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
 
-// DirSource is a workspace on the host's disk. Every path is resolved one
-// component at a time from a descriptor of the root with O_NOFOLLOW, so a
-// symlink planted or swapped in by the sandboxed agent can neither be
-// followed out of the workspace nor pass for a regular file. (It does not
-// use sandbox/wsfs: the hard-link rule needs st_nlink from the opened
-// descriptor, and files are streamed rather than read whole.)
+// DirSource is a workspace on the host's disk. Every path is opened with
+// internal/beneath, which refuses a symlink in any component, so a symlink
+// planted or swapped in by the sandboxed agent can neither be followed
+// (out of the workspace, or onto a file the rules would not promote) nor
+// pass for a regular file. (It does not use sandbox/wsfs: the hard-link
+// rule needs st_nlink from the opened descriptor, and files are streamed
+// rather than read whole.)
 type DirSource struct {
 	dir string // resolved through its own symlinks once, at creation
 }
@@ -37,37 +39,12 @@ func NewDirSource(dir string) (*DirSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := openDir(real)
+	fd, err := beneath.OpenPath(real, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
 	if err != nil {
 		return nil, sandbox.Wrap("artifact: open source "+dir, sandbox.ErrInvalid, err)
 	}
 	unix.Close(fd)
 	return &DirSource{dir: real}, nil
-}
-
-const (
-	dirFlags  = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fileFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
-)
-
-// openDir opens an absolute path without following any symlink in it.
-func openDir(p string) (int, error) {
-	fd, err := unix.Open("/", dirFlags, 0)
-	if err != nil {
-		return -1, err
-	}
-	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
-		if c == "" {
-			continue
-		}
-		next, err := unix.Openat(fd, c, dirFlags, 0)
-		unix.Close(fd)
-		if err != nil {
-			return -1, fmt.Errorf("open %s without following links: at %q: %w", p, c, err)
-		}
-		fd = next
-	}
-	return fd, nil
 }
 
 // Describe implements Source.
@@ -78,7 +55,7 @@ func (d *DirSource) Where(rel string) string { return filepath.Join(d.dir, filep
 
 // List implements Source.
 func (d *DirSource) List(ctx context.Context, descend func(string) bool) ([]Entry, error) {
-	root, err := openDir(d.dir)
+	root, err := beneath.OpenPath(d.dir, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
 	if err != nil {
 		return nil, sandbox.Wrap("artifact: list "+d.dir, nil, err)
 	}
@@ -113,9 +90,9 @@ func (d *DirSource) walk(ctx context.Context, dir int, rel string, descend func(
 		}
 		*out = append(*out, e)
 		if e.Mode.IsDir() && (descend == nil || descend(r)) {
-			sub, err := unix.Openat(dir, n, dirFlags, 0)
+			sub, err := beneath.Open(dir, n, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
 			if err != nil {
-				return fmt.Errorf("open %s without following links: %w", r, err)
+				return fmt.Errorf("descend into %s: %w", r, err)
 			}
 			err = d.walk(ctx, sub, r, descend, out)
 			unix.Close(sub)
@@ -134,23 +111,9 @@ func (d *DirSource) Open(ctx context.Context, rel string) (io.ReadCloser, Entry,
 	if path.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
 		return nil, Entry{}, sandbox.Errorf(sandbox.ErrPathEscape, "artifact: open %q: path leaves the workspace", rel)
 	}
-	fd, err := openDir(d.dir)
+	f, err := beneath.OpenPath(d.Where(clean), beneath.Options{Kind: beneath.Regular})
 	if err != nil {
-		return nil, Entry{}, err
-	}
-	parts := strings.Split(clean, "/")
-	for _, c := range parts[:len(parts)-1] {
-		next, err := unix.Openat(fd, c, dirFlags, 0)
-		unix.Close(fd)
-		if err != nil {
-			return nil, Entry{}, linkErr("open "+rel, err)
-		}
-		fd = next
-	}
-	f, err := unix.Openat(fd, parts[len(parts)-1], fileFlags, 0)
-	unix.Close(fd)
-	if err != nil {
-		return nil, Entry{}, linkErr("open "+rel, err)
+		return nil, Entry{}, linkErr("artifact: open "+rel, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(f, &st); err != nil {
@@ -158,24 +121,18 @@ func (d *DirSource) Open(ctx context.Context, rel string) (io.ReadCloser, Entry,
 		return nil, Entry{}, fmt.Errorf("fstat %s: %w", rel, err)
 	}
 	e := Entry{Path: clean, Mode: fsmode.FromStat(st.Mode), Size: st.Size, Nlink: uint64(st.Nlink)}
-	if !e.Mode.IsRegular() {
-		unix.Close(f)
-		return nil, e, fmt.Errorf("open %s: it is a %s, not a regular file", rel, fsmode.Describe(e.Mode))
-	}
-	if err := unix.SetNonblock(f, false); err != nil {
-		unix.Close(f)
-		return nil, e, err
-	}
 	return os.NewFile(uintptr(f), d.Where(clean)), e, nil
 }
 
-// linkErr explains what O_NOFOLLOW's ELOOP means.
+// linkErr gives a refused open its kind: a link, or a file where a
+// directory was on the way, is an attempt to lead the read elsewhere.
 func linkErr(op string, err error) error {
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-		return sandbox.Wrap(op, sandbox.ErrPathEscape, fmt.Errorf("a symlink is in the way: %w", err))
+	var kind error
+	switch {
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		kind = sandbox.ErrPathEscape
+	case errors.Is(err, unix.ENOENT):
+		kind = sandbox.ErrNotFound
 	}
-	if errors.Is(err, unix.ENOENT) {
-		return sandbox.Wrap(op, sandbox.ErrNotFound, err)
-	}
-	return fmt.Errorf("%s: %w", op, err)
+	return sandbox.Wrap(op, kind, err)
 }

@@ -5,18 +5,19 @@ import (
 	"os/exec"
 
 	"github.com/agentbox/agentbox/internal/atfile"
+	"github.com/agentbox/agentbox/internal/beneath"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
 
 // chownTree gives every entry under the directory fd (and fd itself) to
 // o, never following links.
-func chownTree(fd int, o owner, display string) error {
-	if o.uid < 0 && o.gid < 0 {
+func chownTree(fd int, o beneath.Owner, display string) error {
+	if o.UID < 0 && o.GID < 0 {
 		return nil
 	}
-	if err := o.apply(fd, display); err != nil {
-		return err
+	if err := unix.Fchownat(fd, "", o.UID, o.GID, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("chown %s: %w", display, err)
 	}
 	names, err := atfile.Names(fd)
 	if err != nil {
@@ -28,23 +29,31 @@ func chownTree(fd int, o owner, display string) error {
 		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("stat %s: %w", show, err)
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			sub, err := unix.Openat(fd, n, dirFlags, 0)
-			if err != nil {
-				return fmt.Errorf("open %s: %w", show, noFollowErr(err))
-			}
-			err = chownTree(sub, o, show)
-			unix.Close(sub)
-			if err != nil {
-				return err
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err := chownLink(fd, n, o); err != nil {
+				return fmt.Errorf("chown %s: %w", show, err)
 			}
 			continue
 		}
-		if err := unix.Fchownat(fd, n, o.uid, o.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		sub, err := beneath.Open(fd, n, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
+		if err != nil {
 			return fmt.Errorf("chown %s: %w", show, err)
+		}
+		err = chownTree(sub, o, show)
+		unix.Close(sub)
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// chownLink gives name in dir to o, never following it if it is a link.
+func chownLink(dir int, name string, o beneath.Owner) error {
+	if o.UID < 0 && o.GID < 0 {
+		return nil
+	}
+	return unix.Fchownat(dir, name, o.UID, o.GID, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // lookGit finds the git binary, or says clearly that it is missing.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/atfile"
+	"github.com/agentbox/agentbox/internal/beneath"
 	"github.com/agentbox/agentbox/internal/fsmode"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
@@ -68,12 +69,17 @@ func (m *Manifest) Materialize(ctx context.Context, dir string, opts Materialize
 	if err != nil {
 		return nil, sandbox.Wrap("manifest: materialize into "+dir, sandbox.ErrNotFound, err)
 	}
-	rootFD, err := openDirNoFollow(real)
+	ws, err := os.OpenRoot(real)
 	if err != nil {
 		return nil, sandbox.Wrap("manifest: materialize into "+dir, sandbox.ErrInvalid, err)
 	}
-	defer unix.Close(rootFD)
-	w := &writer{ctx: ctx, root: rootFD, dir: real, own: owner{opts.UID, opts.GID}, total: p.total, progress: opts.Progress}
+	defer ws.Close()
+	top, err := ws.Open(".")
+	if err != nil {
+		return nil, sandbox.Wrap("manifest: materialize into "+dir, sandbox.ErrInvalid, err)
+	}
+	defer top.Close()
+	w := &writer{ctx: ctx, ws: ws, root: int(top.Fd()), dir: real, own: beneath.Owner{UID: opts.UID, GID: opts.GID}, total: p.total, progress: opts.Progress}
 	out := &Materialized{Root: p.root, Env: map[string]string{}, User: m.runAsUser()}
 	for k, v := range m.Env {
 		out.Env[k] = v
@@ -138,9 +144,10 @@ var errLinkEscape = errors.New("symlink leaves the copied tree")
 // what it created, to remove it on failure.
 type writer struct {
 	ctx      context.Context
-	root     int
+	ws       *os.Root // the workspace, for cleanup
+	root     int      // its descriptor, where every walk starts
 	dir      string
-	own      owner
+	own      beneath.Owner
 	created  []string // workspace-relative, in creation order
 	files    int
 	done     int64
@@ -149,79 +156,48 @@ type writer struct {
 	lastTick int64
 }
 
-// cleanup removes what was created, newest first.
+// cleanup removes what was created, newest first. It goes through the
+// workspace's os.Root: a created directory swapped for a link meanwhile
+// cannot take the removal outside the workspace.
 func (w *writer) cleanup() {
 	for i := len(w.created) - 1; i >= 0; i-- {
-		_ = os.RemoveAll(filepath.Join(w.dir, w.created[i]))
+		_ = w.ws.RemoveAll(w.created[i])
 	}
 	w.created = nil
 }
 
-// parent opens (creating as needed, mode 0755) the parent directory of
-// rel and returns its descriptor and rel's last component.
-func (w *writer) parent(rel string) (int, string, error) {
-	fd, err := unix.Dup(w.root)
-	if err != nil {
-		return -1, "", err
-	}
-	parts := strings.Split(rel, "/")
-	for i, c := range parts[:len(parts)-1] {
-		sub := strings.Join(parts[:i+1], "/")
-		next, err := unix.Openat(fd, c, dirFlags, 0)
-		if errors.Is(err, unix.ENOENT) {
-			next, err = mkdirAt(fd, c, 0o755, w.own, sub)
-			if err == nil {
-				w.created = append(w.created, sub)
-			}
-		} else if err != nil {
-			err = fmt.Errorf("open %s without following links: %w", sub, noFollowErr(err))
-		}
-		unix.Close(fd)
-		if err != nil {
-			return -1, "", err
-		}
-		fd = next
-	}
-	return fd, parts[len(parts)-1], nil
-}
+// made records p, just created in the workspace, for cleanup.
+func (w *writer) made(p string) { w.created = append(w.created, p) }
 
+// entry writes one entry. It is reached from the workspace's descriptor by
+// internal/beneath, which refuses a symlink in any component and makes the
+// missing parents (0755, owned by w.own); sources are opened the same way
+// from "/". So neither side can be redirected by a symlink swapped in
+// after validation.
 func (w *writer) entry(e planned) error {
-	dir, name, err := w.parent(e.path)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
 	switch {
 	case e.entry.File != nil:
 		f := e.entry.File
-		return w.writeFile(dir, name, e.path, orDefault(f.Mode, 0o644), strings.NewReader(f.Content))
+		return w.writeFile(w.root, e.path, orDefault(f.Mode, 0o644), strings.NewReader(f.Content), w.made)
 	case e.entry.Dir != nil, e.entry.Mount != nil:
 		mode := fs.FileMode(0o755)
 		if e.entry.Dir != nil {
 			mode = orDefault(e.entry.Dir.Mode, 0o755)
 		}
-		fd, err := mkdirAt(dir, name, mode, w.own, e.path)
-		if errors.Is(err, unix.EEXIST) {
-			// A dir created earlier as a parent, or already in the
-			// workspace: keep it, but never accept a link or a file.
-			fd, err = unix.Openat(dir, name, dirFlags, 0)
-			if err != nil {
-				return fmt.Errorf("%s exists and is not a directory: %w", e.path, noFollowErr(err))
-			}
-			unix.Close(fd)
-			return nil
-		}
+		// A directory made earlier as a parent, or already in the
+		// workspace, is kept as it is; a link or a file is refused.
+		fd, err := beneath.Open(w.root, e.path, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir, Make: beneath.MakeMissing, Perm: mode, Owner: &w.own, Made: w.made})
 		if err != nil {
 			return err
 		}
-		w.created = append(w.created, e.path)
 		unix.Close(fd)
 		return nil
 	case e.entry.LocalFile != nil:
-		src, err := openFileNoFollow(e.src)
+		fd, err := beneath.OpenPath(e.src, beneath.Options{Kind: beneath.Regular})
 		if err != nil {
 			return err
 		}
+		src := os.NewFile(uintptr(fd), e.src)
 		defer src.Close()
 		mode := fs.FileMode(e.entry.LocalFile.Mode)
 		if mode == 0 {
@@ -231,10 +207,15 @@ func (w *writer) entry(e planned) error {
 			}
 			mode = fi.Mode().Perm()
 		}
-		return w.writeFile(dir, name, e.path, mode, src)
+		return w.writeFile(w.root, e.path, mode, src, w.made)
 	case e.entry.LocalDir != nil:
-		return w.copyDir(dir, name, e)
+		return w.copyDir(e)
 	case e.entry.GitRepo != nil:
+		dir, name, err := beneath.OpenParent(w.root, e.path, beneath.Options{Make: beneath.MakeMissing, Owner: &w.own, Made: w.made})
+		if err != nil {
+			return err
+		}
+		defer unix.Close(dir)
 		return w.gitClone(dir, name, e)
 	}
 	return fmt.Errorf("entry has no kind")
@@ -247,29 +228,36 @@ func orDefault(m Mode, def fs.FileMode) fs.FileMode {
 	return m.Perm()
 }
 
-// writeFile creates rel exclusively and copies r into it.
-func (w *writer) writeFile(dir int, name, rel string, mode fs.FileMode, r io.Reader) error {
-	dst, err := createAt(dir, name, mode, w.own, rel)
+// writeFile creates p beneath dir exclusively, with mode, and copies r
+// into it; made is told what was created.
+func (w *writer) writeFile(dir int, p string, mode fs.FileMode, r io.Reader, made func(string)) error {
+	fd, err := beneath.Open(dir, p, beneath.Options{Flags: unix.O_WRONLY, Kind: beneath.Regular, Make: beneath.MakeNew, Perm: mode, Owner: &w.own, Made: made})
+	if err == nil && mode.Perm() == 0 {
+		err = unix.Fchmod(fd, 0) // beneath reads Perm 0 as its default
+	}
 	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 		return err
 	}
-	w.created = append(w.created, rel)
+	dst := os.NewFile(uintptr(fd), p)
 	_, err = io.Copy(dst, &progressReader{r: r, w: w})
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", rel, err)
+		return fmt.Errorf("write %s: %w", p, err)
 	}
 	w.files++
 	return nil
 }
 
-// copyDir copies the tree at e.src into name under dir, then checks that
-// every symlink copied stays inside the new tree (the copy is ours, so
-// this check cannot be raced by the source changing).
-func (w *writer) copyDir(dir int, name string, e planned) error {
-	src, err := openDirNoFollow(e.src)
+// copyDir copies the tree at e.src to e.path, then checks that every
+// symlink copied stays inside the new tree (the copy is ours, so this check
+// cannot be raced by the source changing).
+func (w *writer) copyDir(e planned) error {
+	src, err := beneath.OpenPath(e.src, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
 	if err != nil {
 		return err
 	}
@@ -278,11 +266,10 @@ func (w *writer) copyDir(dir int, name string, e planned) error {
 	if err := unix.Fstat(src, &st); err != nil {
 		return err
 	}
-	dst, err := mkdirAt(dir, name, 0o700, w.own, e.path)
+	dst, err := beneath.Open(w.root, e.path, beneath.Options{Kind: beneath.Dir, Make: beneath.MakeNew, Perm: 0o700, Owner: &w.own, Made: w.made})
 	if err != nil {
 		return err
 	}
-	w.created = append(w.created, e.path)
 	defer unix.Close(dst)
 	var links []string
 	if err := w.copyTree(src, dst, e.src, e.path, "", &links); err != nil {
@@ -320,11 +307,11 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 		perm := fs.FileMode(st.Mode & 0o777)
 		switch st.Mode & unix.S_IFMT {
 		case unix.S_IFDIR:
-			sub, err := unix.Openat(src, n, dirFlags, 0)
+			sub, err := beneath.Open(src, n, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
 			if err != nil {
-				return fmt.Errorf("open %s without following links: %w", srcShow, noFollowErr(err))
+				return fmt.Errorf("copy %s: %w", srcShow, err)
 			}
-			dsub, err := mkdirAt(dst, n, 0o700, w.own, dstShow)
+			dsub, err := beneath.Open(dst, n, beneath.Options{Kind: beneath.Dir, Make: beneath.MakeNew, Perm: 0o700, Owner: &w.own})
 			if err == nil {
 				err = w.copyTree(sub, dsub, srcRoot, dstRoot, r, links)
 				if err == nil {
@@ -333,20 +320,23 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 					}
 				}
 				unix.Close(dsub)
+			} else {
+				err = fmt.Errorf("copy to %s: %w", dstShow, err)
 			}
 			unix.Close(sub)
 			if err != nil {
 				return err
 			}
 		case unix.S_IFREG:
-			f, err := openRegularAt(src, n, srcShow)
+			fd, err := beneath.Open(src, n, beneath.Options{Kind: beneath.Regular})
 			if err != nil {
-				return err
+				return fmt.Errorf("copy %s: %w", srcShow, err)
 			}
-			err = w.writeFileNoTrack(dst, n, dstShow, perm, f)
+			f := os.NewFile(uintptr(fd), srcShow)
+			err = w.writeFile(dst, n, perm, f, nil)
 			f.Close()
 			if err != nil {
-				return err
+				return fmt.Errorf("copy to %s: %w", dstShow, err)
 			}
 		case unix.S_IFLNK:
 			target, err := atfile.Readlink(src, n)
@@ -356,8 +346,8 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 			if err := unix.Symlinkat(target, dst, n); err != nil {
 				return fmt.Errorf("symlink %s: %w", dstShow, err)
 			}
-			if err := w.own.applyLink(dst, n, dstShow); err != nil {
-				return err
+			if err := chownLink(dst, n, w.own); err != nil {
+				return fmt.Errorf("chown symlink %s: %w", dstShow, err)
 			}
 			*links = append(*links, r)
 		default:
@@ -365,15 +355,6 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 		}
 	}
 	return nil
-}
-
-// writeFileNoTrack is writeFile for files inside a tree whose root is
-// already tracked for cleanup.
-func (w *writer) writeFileNoTrack(dir int, name, rel string, mode fs.FileMode, r io.Reader) error {
-	n := len(w.created)
-	err := w.writeFile(dir, name, rel, mode, r)
-	w.created = w.created[:n]
-	return err
 }
 
 // gitClone clones into name under dir, addressing the parent through this
@@ -388,9 +369,9 @@ func (w *writer) gitClone(dir int, name string, e planned) error {
 	if err := clone(w.ctx, e.url, g.Ref, dest, time.Duration(g.Timeout)); err != nil {
 		return fmt.Errorf("clone %s: %w", displayURL(g.URL), err)
 	}
-	fd, err := unix.Openat(dir, name, dirFlags, 0)
+	fd, err := beneath.Open(dir, name, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
 	if err != nil {
-		return fmt.Errorf("open clone %s: %w", e.path, noFollowErr(err))
+		return fmt.Errorf("open clone %s: %w", e.path, err)
 	}
 	defer unix.Close(fd)
 	return chownTree(fd, w.own, e.path)

@@ -15,15 +15,15 @@ func TestTheSourceNeverOpensThroughASwappedSymlink(t *testing.T) {
 	tree := t.TempDir()
 	os.Symlink(outside, filepath.Join(tree, "d"))
 	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(tree, "f"))
-	for _, useOpenat2 := range []bool{true, false} {
-		name := map[bool]string{true: "with openat2", false: "with the os.Root fallback"}[useOpenat2]
+	for _, walk := range []bool{false, true} {
+		name := map[bool]string{false: "with openat2", true: "with the component walk"}[walk]
 		t.Run(name, func(t *testing.T) {
 			src, err := openSource(tree)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer src.close()
-			src.openat2.Store(useOpenat2)
+			src.walk = walk
 			for _, p := range []string{"d/secret", "f"} {
 				f, err := src.open(p)
 				if err == nil {
@@ -33,5 +33,34 @@ func TestTheSourceNeverOpensThroughASwappedSymlink(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A link that stays inside the tree is refused as well, with openat2 and
+// without: the walk recorded the link as a link, so reading through it
+// would store another file's content under the walked path.
+func TestTheSourceRefusesLinksInsideTheTreeToo(t *testing.T) {
+	tree := t.TempDir()
+	os.Mkdir(filepath.Join(tree, "in"), 0o755)
+	os.WriteFile(filepath.Join(tree, "in", "f"), []byte("inside"), 0o644)
+	os.Symlink("in", filepath.Join(tree, "d"))
+	for _, walk := range []bool{false, true} {
+		src, err := openSource(tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.walk = walk
+		if f, err := src.open("d/f"); err != errChanged {
+			if err == nil {
+				f.Close()
+			}
+			t.Errorf("walk=%v: open through an inside link = %v, want errChanged", walk, err)
+		}
+		if f, err := src.open("in/f"); err != nil {
+			t.Errorf("walk=%v: open of a plain path: %v", walk, err)
+		} else {
+			f.Close()
+		}
+		src.close()
 	}
 }

@@ -29,7 +29,7 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 	}
 	defer release()
 	// O_NONBLOCK: a FIFO planted by the sandbox must not hang the host.
-	fd, err := r.openIn(root, rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	fd, err := r.openIn(root, rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK)
 	if err != nil {
 		return nil, mapErr(op, rel, fmt.Errorf("open %s under %s: %w", rel, r.dir, err))
 	}
@@ -105,7 +105,7 @@ func (r *Root) ListDir(rel string) ([]sandbox.FileInfo, error) {
 		return nil, err
 	}
 	defer release()
-	fd, err := r.openIn(root, rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := r.openIn(root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, mapErr(op, rel, fmt.Errorf("open %s under %s: %w", rel, r.dir, err))
 	}

@@ -6,12 +6,11 @@
 // adversarial process. It can plant symlinks (absolute or relative, chained,
 // to directories) and swap them while the host reads or writes, hoping the
 // host follows one out of the root and reads a host secret or overwrites a
-// host file. Every path is therefore resolved by the kernel with openat2(2)
-// RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS, which treats the root as "/" for
-// every component, including symlink targets and "..". On kernels without
-// openat2 (before 5.6) a component-by-component walk with O_NOFOLLOW
-// resolves symlinks itself, clamped at the root, holding a descriptor for
-// every directory so that ".." never reaches the kernel.
+// host file. Every path is therefore resolved by internal/beneath's
+// OpenInRoot: openat2(2) RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS, which treats
+// the root as "/" for every component, including symlink targets and "..",
+// or, on kernels without openat2 (before 5.6), a component-by-component
+// walk with O_NOFOLLOW that resolves symlinks itself, clamped at the root.
 //
 // The root is the workspace, not the sandbox's "/": an absolute link
 // /workspace/x inside the workspace resolves to <root>/workspace/x (usually
@@ -21,7 +20,6 @@ package wsfs
 
 import (
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -35,7 +33,7 @@ type Root struct {
 	dir  string
 	mu   sync.RWMutex // guards fd against Close
 	fd   int          // O_PATH|O_DIRECTORY descriptor of dir, -1 once closed
-	walk bool         // resolve with the component walk instead of openat2
+	walk bool         // the component walk even where openat2 works (tests)
 	// noLinks refuses every symlink on the way, not only those that would
 	// leave the root (see RefuseSymlinks).
 	noLinks bool
@@ -45,9 +43,7 @@ type Root struct {
 // through a symlink, even one that stays inside the root. A caller whose
 // policy protects parts of the root by name (denied or read-only paths)
 // needs it: a link planted elsewhere in the root would otherwise reach
-// those parts under another name. It needs openat2 (RESOLVE_NO_SYMLINKS);
-// with the component walk, every access is refused rather than checked
-// weakly. Call it before the Root is shared.
+// those parts under another name. Call it before the Root is shared.
 func (r *Root) RefuseSymlinks() { r.noLinks = true }
 
 // Open opens dir once (O_PATH|O_DIRECTORY) as the root of every later
@@ -58,7 +54,7 @@ func Open(dir string) (*Root, error) {
 	if err != nil {
 		return nil, mapErr("wsfs: open root", dir, fmt.Errorf("open %s: %w", dir, err))
 	}
-	return &Root{dir: dir, fd: fd, walk: !haveOpenat2(fd)}, nil
+	return &Root{dir: dir, fd: fd}, nil
 }
 
 // Dir is the directory the root was opened from.
@@ -88,32 +84,4 @@ func (r *Root) hold(op string) (int, func(), error) {
 		return -1, nil, sandbox.Wrap("wsfs: "+op, sandbox.ErrClosed, fmt.Errorf("root %s is closed", r.dir))
 	}
 	return r.fd, r.mu.RUnlock, nil
-}
-
-var (
-	openat2Once sync.Once
-	openat2OK   bool
-)
-
-// haveOpenat2 probes openat2 once per process. ENOSYS (kernel < 5.6) or
-// EPERM from a seccomp filter that predates it select the walk fallback,
-// and say so.
-func haveOpenat2(fd int) bool {
-	openat2Once.Do(func() {
-		nfd, err := unix.Openat2(fd, ".", &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if err == nil {
-			unix.Close(nfd)
-		}
-		if err != unix.ENOSYS && err != unix.EPERM {
-			// Present (any other failure is this root's, and the real
-			// calls will report it).
-			openat2OK = true
-			return
-		}
-		slog.Warn("wsfs: openat2 unavailable, resolving workspace paths with a component walk (O_NOFOLLOW, symlinks clamped at the root)", "err", err)
-	})
-	return openat2OK
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -123,9 +124,9 @@ func (r *Root) mkdirAll(root int, rel string, perm uint32, uid, gid int) (int, e
 		return -1, err
 	}
 	prefix := "."
-	for _, c := range splitPath(rel) {
+	for _, c := range strings.Split(rel, "/") {
 		prefix = path.Join(prefix, c)
-		next, err := r.openIn(root, prefix, unix.O_PATH|unix.O_DIRECTORY, 0)
+		next, err := r.openIn(root, prefix, unix.O_PATH|unix.O_DIRECTORY)
 		if err == unix.ENOENT {
 			// Create the component in the directory the previous prefix
 			// resolved to (inside the root), then resolve it again.
@@ -140,7 +141,7 @@ func (r *Root) mkdirAll(root int, rel string, perm uint32, uid, gid int) (int, e
 				unix.Close(cur)
 				return -1, fmt.Errorf("mkdir %s under %s: %w", prefix, r.dir, merr)
 			}
-			next, err = r.openIn(root, prefix, unix.O_PATH|unix.O_DIRECTORY, 0)
+			next, err = r.openIn(root, prefix, unix.O_PATH|unix.O_DIRECTORY)
 		}
 		unix.Close(cur)
 		if err != nil {
