@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/beneath"
 	"github.com/agentbox/agentbox/sandbox/linux/control"
 	"golang.org/x/sys/unix"
 )
@@ -136,37 +137,16 @@ func removeMadeDirs(made []madeDir) error {
 	return errors.Join(errs...)
 }
 
-// openParent opens the directory holding rel under base, walking rel
-// without following links, and returns it with rel's last name.
+// openParent opens the directory holding rel under d's base, which must
+// still be the directory recorded at create time, walking rel without
+// following a link (package beneath), and returns it with rel's last name.
 func openParent(d madeDir, rel string) (int, string, error) {
-	base := d.Base
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC
-	parts := strings.Split(filepath.Clean(rel), "/")
-	for _, p := range parts {
-		if p == "" || p == "." || p == ".." {
-			return -1, "", unix.EINVAL
-		}
-	}
-	// The base itself is opened without following a final link and must
-	// still be the directory recorded at create time.
-	fd, err := unix.Open(base, flags|unix.O_NOFOLLOW, 0)
+	base, err := unix.Open(d.Base, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, "", err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || (d.Ino != 0 && (st.Dev != d.Dev || st.Ino != d.Ino)) {
-		unix.Close(fd)
-		return -1, "", unix.ESTALE
-	}
-	for _, p := range parts[:len(parts)-1] {
-		next, err := unix.Openat(fd, p, flags|unix.O_NOFOLLOW, 0)
-		unix.Close(fd)
-		if err != nil {
-			return -1, "", err
-		}
-		fd = next
-	}
-	return fd, parts[len(parts)-1], nil
+	defer unix.Close(base)
+	return beneath.OpenParent(base, rel, beneath.Options{Expect: beneath.Identity{Dev: d.Dev, Ino: d.Ino}})
 }
 
 // mountedElsewhere reports whether name in the directory dir is a mount

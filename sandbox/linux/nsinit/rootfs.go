@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/beneath"
 	"github.com/agentbox/agentbox/sandbox/linux/control"
 	"golang.org/x/sys/unix"
 )
@@ -85,29 +86,20 @@ func buildRoot(cfg *control.Config) error {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	// From here on the targets lie in the workspace or a read-write mount,
-	// which the host and other sessions can change under us: noSymlinks
-	// refuses a link early and by name, but what holds is that every
-	// mount below is made on a descriptor (see openInRoot).
+	// which the host and other sessions can change under us: every mount
+	// below is made on a descriptor, reached without following a link
+	// (see openInRoot).
 	for _, m := range cfg.Mounts {
-		if err := noSymlinks(root, m.Target); err != nil {
-			return fmt.Errorf("mount %s: %w", m.Target, err)
-		}
 		if err := bindInto(root, m.Source, m.Target, m.ReadOnly); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
 	}
 	for _, p := range cfg.ReadOnly {
-		if err := noSymlinks(root, p); err != nil {
-			return fmt.Errorf("read-only path %s: %w", p, err)
-		}
 		if err := bindReadOnly(root, p); err != nil {
 			return fmt.Errorf("read-only path %s: %w", p, err)
 		}
 	}
 	for _, p := range cfg.Deny {
-		if err := noSymlinks(root, p); err != nil {
-			return fmt.Errorf("deny path %s: %w", p, err)
-		}
 		if control.UnderDenied(p, cfg.Deny) {
 			continue
 		}
@@ -420,163 +412,47 @@ func makeMountPoint(root, p string) (int, error) {
 	return openInRoot(root, p, dirPoint)
 }
 
-// openInRoot opens the sandbox path p under root and returns a descriptor
-// of its last component: every component is opened from its parent's
-// descriptor without following a link, so no name is resolved twice and
-// none leads out of the tree (mounts on the way are entered, as the
-// sandbox will see them). Missing components are made as kind says,
-// owned like the directory they are made in. A link anywhere, or a last
-// component of the wrong kind, refuses p. The descriptor is O_PATH unless
-// the last component was a directory to make or walk through.
+// openInRoot opens the sandbox path p under root, the way package beneath
+// does (every component from its parent's descriptor, a link anywhere
+// refused, mounts on the way entered as the sandbox will see them), and
+// returns an O_PATH descriptor of its last component, made as kind says
+// when it is missing (owned like the directory it is made in).
 func openInRoot(root, p string, kind pointKind) (int, error) {
-	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := unix.Open(root, dirFlags, 0)
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open %s: %w", root, err)
 	}
-	parts := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/")
-	cur := "/"
-	for i, part := range parts {
-		if part == "" {
-			continue
-		}
-		parent := cur
-		cur = filepath.Join(cur, part)
-		var next int
-		if i == len(parts)-1 {
-			next, err = openLast(fd, part, kind)
-		} else {
-			next, err = unix.Openat(fd, part, dirFlags, 0)
-			if err == unix.ENOENT && kind != existing {
-				next, err = makeDirAt(fd, part, dirFlags)
-			}
-		}
-		// O_DIRECTORY answers ENOTDIR for a link too: tell them apart.
-		var st unix.Stat_t
-		if err == unix.ENOTDIR && unix.Fstatat(fd, part, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			err = unix.ELOOP
-		}
-		unix.Close(fd)
-		if err != nil {
-			return -1, walkError(p, parent, cur, err)
-		}
-		fd = next
+	defer unix.Close(rfd)
+	o := beneath.Options{Flags: unix.O_PATH}
+	switch kind {
+	case dirPoint:
+		o.Kind, o.Make = beneath.Dir, beneath.MakeMissing
+	case filePoint:
+		o.Kind, o.Make = beneath.NonDir, beneath.MakeMissing
+	}
+	fd, err := beneath.Open(rfd, p, o)
+	if err != nil {
+		return -1, mountPointError(err)
 	}
 	return fd, nil
 }
 
-// openLast opens the last component name under dir without following a
-// link, making it as kind says when it is missing, and checks its kind.
-func openLast(dir int, name string, kind pointKind) (int, error) {
-	for range 2 { // a second time if someone made it as we went to
-		fd, err := unix.Openat(dir, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == unix.ENOENT {
-			switch kind {
-			case dirPoint:
-				return makeDirAt(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
-			case filePoint:
-				fd, err = makeFileAt(dir, name)
-				if err == unix.EEXIST {
-					continue
-				}
-				return fd, err
-			}
-		}
-		if err != nil {
-			return -1, err
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			return -1, err
-		}
-		typ := st.Mode & unix.S_IFMT
-		switch {
-		case typ == unix.S_IFLNK:
-			err = unix.ELOOP
-		case kind == dirPoint && typ != unix.S_IFDIR:
-			err = unix.ENOTDIR
-		case kind == filePoint && typ == unix.S_IFDIR:
-			err = unix.EISDIR
-		}
-		if err != nil {
-			unix.Close(fd)
-			return -1, err
-		}
-		return fd, nil
-	}
-	return -1, unix.EEXIST
-}
-
-// walkError says why openInRoot refused p at the component cur, in
-// parent; it unwraps to the errno.
-func walkError(p, parent, cur string, err error) error {
-	msg := fmt.Sprintf("open %s: %v", cur, err)
-	switch err {
-	case unix.EROFS:
-		msg = fmt.Sprintf("it does not exist and %s is on a read-only mount, where no mount point can be made for it; create it on the host first", parent)
-	case unix.ELOOP:
-		msg = fmt.Sprintf("%s goes through the symbolic link %s; refusing", p, cur)
-	case unix.ENOTDIR:
-		msg = fmt.Sprintf("%s is not a directory, so no mount point can be made there", cur)
-	case unix.EISDIR:
-		msg = fmt.Sprintf("%s is a directory, and a file is to be mounted there", cur)
-	case unix.ENOENT:
-		msg = fmt.Sprintf("%s does not exist", cur)
-	}
-	return &walkErr{msg: msg, errno: err}
-}
-
-type walkErr struct {
-	msg   string
-	errno error
-}
-
-func (e *walkErr) Error() string { return e.msg }
-func (e *walkErr) Unwrap() error { return e.errno }
-
-// makeDirAt makes the directory name under dir, owned like dir, and
-// opens it with flags. A directory made meanwhile by someone else is
-// opened as it is.
-func makeDirAt(dir int, name string, flags int) (int, error) {
-	err := unix.Mkdirat(dir, name, 0o755)
-	if err == unix.EEXIST {
-		return unix.Openat(dir, name, flags, 0)
-	}
-	if err != nil {
-		return -1, err
-	}
-	fd, err := unix.Openat(dir, name, flags, 0)
-	if err != nil {
-		return -1, err
-	}
-	if err := chownLikeParent(dir, fd); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("give %s its parent's owner: %w", name, err)
-	}
-	return fd, nil
-}
-
-// makeFileAt makes the empty file name under dir, owned like dir, and
-// returns its descriptor; EEXIST when something is there already.
-func makeFileAt(dir int, name string) (int, error) {
-	fd, err := unix.Openat(dir, name, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return -1, err
-	}
-	if err := chownLikeParent(dir, fd); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("give %s its parent's owner: %w", name, err)
-	}
-	return fd, nil
-}
-
-func chownLikeParent(dir, fd int) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(dir, &st); err != nil {
+// mountPointError says why no mount point could be had, in the words of
+// what the session asked for; it unwraps to the errno.
+func mountPointError(err error) error {
+	var be *beneath.Error
+	if !errors.As(err, &be) {
 		return err
 	}
-	return unix.Fchown(fd, int(st.Uid), int(st.Gid))
+	switch be.Err {
+	case unix.EROFS:
+		return fmt.Errorf("%s does not exist and its directory is on a read-only mount, where no mount point can be made for it; create it on the host first: %w", be.Component, be.Err)
+	case unix.ENOTDIR:
+		return fmt.Errorf("%s is not a directory, so no mount point can be made there: %w", be.Component, be.Err)
+	case unix.EISDIR:
+		return fmt.Errorf("%s is a directory, and a file is to be mounted there: %w", be.Component, be.Err)
+	}
+	return err
 }
 
 // mountMask mounts an empty read-only tmpfs with mode 000 on dir: there
@@ -666,12 +542,8 @@ func buildEtc(cfg *control.Config) error {
 	return nil
 }
 
-// copyHostFile copies the host file src to dst (made mode 0644) inside
-// the kernel, with sendfile: no buffer in this process, so none of the
-// page faults and copies a read into memory costs at every session start.
-// What is not a regular file is skipped (as missing: os.ErrNotExist); a
-// file system that cannot sendfile, or a file that claims no size, is
-// copied through a buffer.
+// copyHostFile copies the host file src to dst (made mode 0644). What is
+// not a regular file is skipped (as missing: os.ErrNotExist).
 func copyHostFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -689,27 +561,9 @@ func copyHostFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	sent := int64(0)
-	for left := fi.Size(); left > 0; {
-		n, err := unix.Sendfile(int(out.Fd()), int(in.Fd()), nil, int(left))
-		if err != nil {
-			if sent == 0 && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS)) {
-				break // through the buffer below
-			}
-			out.Close()
-			return err
-		}
-		if n == 0 {
-			break // the file shrank meanwhile: what was read is kept
-		}
-		sent += int64(n)
-		left -= int64(n)
-	}
-	if sent == 0 {
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
 	}
 	return out.Close()
 }
@@ -819,32 +673,6 @@ func pivot(root string) error {
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return fmt.Errorf("chdir /: %w", err)
-	}
-	return nil
-}
-
-// noSymlinks refuses a sandbox path that goes through a symbolic link.
-// Threat: the workspace is the agent's to shape; before pivot_root a link
-// in it would resolve against the host's root, so a mount target, a
-// read-only or a denied path must be a real path in the sandbox's tree
-// (a denied path reached through a link would not be hidden at all).
-func noSymlinks(root, p string) error {
-	cur := root
-	for _, part := range strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/") {
-		if part == "" {
-			continue
-		}
-		cur = filepath.Join(cur, part)
-		fi, err := os.Lstat(cur)
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
-			return nil // the rest is created as directories, or that fails
-		}
-		if err != nil {
-			return err
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			return fmt.Errorf("%s goes through the symbolic link %s; refusing", p, strings.TrimPrefix(cur, root))
-		}
 	}
 	return nil
 }
