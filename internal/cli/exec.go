@@ -92,11 +92,8 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 				return Fail(fmt.Errorf("exec: %w", err))
 			}
 			spec.Policy.Resources.ExecTimeout = timeout
-			ctx, armed, release := interruptible(cmd.Context())
+			ctx, release := interruptible(cmd.Context())
 			defer release()
-			if sf.workspace.makesFiles() {
-				armed() // an interrupt must not leave what prepare makes behind
-			}
 			pw, err := sf.workspace.prepare(ctx, &spec, sf.exec.user != "")
 			if err != nil {
 				return Fail(fmt.Errorf("exec: %w", err))
@@ -106,14 +103,13 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if err != nil {
 				return Fail(err)
 			}
-			armed() // before the session exists
 			if spec.Labels == nil {
 				spec.Labels = map[string]string{}
 			}
 			spec.Labels[ownerLabel] = ownerMark() // gc removes the session should this process die first
 			code, err := runExec(ctx, client, spec, args, eio)
 			if err != nil {
-				return Fail(err)
+				return failed(ctx, err)
 			}
 			if code != 0 {
 				return &ExitError{Code: code}
@@ -152,11 +148,11 @@ func (a *App) execInSession(ctx context.Context, id string, argv []string, eio e
 	if err != nil {
 		return Fail(fmt.Errorf("session %s: %w", id, err))
 	}
-	ctx, _, release := interruptible(ctx)
+	ctx, release := interruptible(ctx)
 	defer release()
 	code, err := runCommand(ctx, sess, argv, eio)
 	if err != nil {
-		return Fail(err)
+		return failed(ctx, err)
 	}
 	if code != 0 {
 		return &ExitError{Code: code}

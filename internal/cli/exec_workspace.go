@@ -21,10 +21,6 @@ type workspaceFlags struct {
 	store        string
 }
 
-// makesFiles reports whether prepare makes files on the host: a manifest
-// is materialized, into a temporary workspace when none is given.
-func (w *workspaceFlags) makesFiles() bool { return w.manifest != "" }
-
 // preparedWorkspace is a workspace ready for Create, and how to undo it.
 type preparedWorkspace struct {
 	store   *snapshot.Store

@@ -2,35 +2,45 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
+// errInterrupted is the cause of a context that interruptible cancelled.
+var errInterrupted = errors.New("interrupted")
+
+// ExitInterrupted is the status agentbox exits with when a signal (Ctrl-C,
+// SIGTERM, the terminal gone) ended it, as a shell reports SIGINT.
+const ExitInterrupted = 130
+
 // interruptible returns a context that SIGINT, SIGTERM and SIGHUP (the
-// terminal gone) cancel, as signal.NotifyContext does, but subscribes in
-// the background: the runtime hands each signal to its signal thread and
-// waits for it, which costs ~0.4 ms of a cold start on a small VM. Until
-// armed returns, the signals keep their default action (the process
-// exits), so a caller calls armed before it makes anything an exit would
-// leave behind (a temporary directory, a session). release releases ctx
-// but leaves the subscription: undoing it (signal.Stop) is another
-// hand-off to the signal thread, ~0.3 ms of every exec, and the process
-// ends right after; a signal that comes between is caught and dropped.
-func interruptible(parent context.Context) (ctx context.Context, armed, release func()) {
-	ctx, cancel := context.WithCancel(parent)
+// terminal gone) cancel with errInterrupted, so that what a command made
+// (a temporary directory, a session) is undone on the way out instead of
+// being left behind by the signal's default action.
+func interruptible(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
 	caught := make(chan os.Signal, 1)
-	subscribed := make(chan struct{})
+	signal.Notify(caught, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
-		signal.Notify(caught, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-		close(subscribed)
 		select {
 		case <-caught:
-			cancel()
+			cancel(errInterrupted)
 		case <-ctx.Done():
 		}
 	}()
-	armed = func() { <-subscribed }
-	release = cancel
-	return ctx, armed, release
+	return ctx, func() {
+		signal.Stop(caught)
+		cancel(nil)
+	}
+}
+
+// failed is err as agentbox's exit: 130 when ctx was interrupted (the
+// command was ended because agentbox was), else 125.
+func failed(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errInterrupted) {
+		return &ExitError{Code: ExitInterrupted, Err: err}
+	}
+	return Fail(err)
 }

@@ -210,9 +210,8 @@ func (a *App) sessionCreate() *cobra.Command {
 			if sf.workspace.saveSnapshot {
 				return Failf("session create: --save-snapshot saves at the end of an exec; for a session, use agentbox snapshot save on its workspace")
 			}
-			ctx, armed, release := interruptible(cmd.Context())
+			ctx, release := interruptible(cmd.Context())
 			defer release()
-			armed()
 			pw, err := sf.workspace.prepare(ctx, &spec, sf.exec.user != "")
 			if err != nil {
 				return Fail(fmt.Errorf("session create: %w", err))

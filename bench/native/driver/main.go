@@ -46,7 +46,7 @@ func main() {
 	flag.DurationVar(&o.gap, "gap", 50*time.Millisecond, "quiet time before each cold-start run (0: back to back)")
 	flag.IntVar(&o.execN, "exec", 500, "exec rounds in a live session")
 	flag.IntVar(&o.sessions, "sessions", 100, "concurrent sessions")
-	flag.StringVar(&o.only, "only", "cold,live,idle,many", "comma-separated sections to run")
+	flag.StringVar(&o.only, "only", "cold,live,session,idle,many", "comma-separated sections to run")
 	flag.StringVar(&o.readme, "readme", "", "also write the report into this file between its bench/native markers")
 	noop := flag.Bool("noop", false, "exit at once (the driver's own process start, for the breakdown)")
 	flag.Parse()
@@ -161,6 +161,12 @@ func run(o opts, out io.Writer) error {
 		}
 		if err != nil {
 			return fmt.Errorf("live exec: %w", err)
+		}
+	}
+	if o.want("session") {
+		progress("a command in a live session through the command line, %d rounds", o.execN/5)
+		if r.session, err = runSessionCLI(o.execN/5, o.agentbox); err != nil {
+			return fmt.Errorf("exec --session: %w", err)
 		}
 	}
 	if o.want("idle") {
