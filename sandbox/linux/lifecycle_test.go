@@ -93,6 +93,7 @@ func TestFailedCreateLeavesNothingBehind(t *testing.T) {
 		spec sandbox.Spec
 	}{
 		{"a missing workspace", sandbox.Spec{Workspace: "/nonexistent/agentbox-ws"}},
+		{"an image, which the linux backend has no use for", sandbox.Spec{Image: "alpine:3"}},
 		{"a mount outside the layout", sandbox.Spec{Mounts: []sandbox.Mount{{Source: "/usr", Target: "/etc/x"}}}},
 		{"a missing mount source", sandbox.Spec{Mounts: []sandbox.Mount{{Source: "/nonexistent/src", Target: "/mnt/x"}}}},
 		{"conflicting network policies", sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkNone, Allow: []string{"example.com"}}}}},
