@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -236,9 +237,7 @@ func TestLeanBuildHandsOffToTheFullProgramBesideIt(t *testing.T) {
 }
 
 func TestLeanBuildRunsExecItself(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("the native sandbox tests need root")
-	}
+	testenv.NeedRoot(t, "the native sandbox")
 	lean := buildLean(t)
 	stdout, stderr, code := run(t, lean, "exec", "--", "sh", "-c", "echo in; exit 3")
 	if stdout != "in\n" || code != 3 {
@@ -253,9 +252,7 @@ func TestOpenFullRunsOnlyAFileNoOneElseCouldHavePutThere(t *testing.T) {
 	// the test's owner; only root can.
 	chown := func(t *testing.T, p string) {
 		t.Helper()
-		if os.Getuid() != 0 {
-			t.Skip("giving a file away needs root")
-		}
+		testenv.NeedRoot(t, "giving a file away")
 		if err := os.Lchown(p, 4242, 4242); err != nil {
 			t.Fatal(err)
 		}

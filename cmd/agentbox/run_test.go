@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 const runAgentFile = `name: counter
@@ -90,12 +92,10 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // linuxBackend skips unless the native backend can run here.
 func linuxBackend(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the linux backend test runs as root (CI does); skipping as uid", os.Geteuid())
-	}
+	testenv.NeedRoot(t, "the linux backend")
 	out, _, code := runCLI(t, "exec", "--backend", "linux", "--", "true")
 	if code != 0 {
-		t.Skipf("the linux backend cannot start sessions on this host: %s", out)
+		testenv.Skipf(t, "the linux backend cannot start sessions on this host: %s", out)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -37,7 +38,7 @@ func resolvers(t *testing.T, f func(t *testing.T, fx *fixture)) {
 		t.Run(name, func(t *testing.T) {
 			fx := newFixture(t)
 			if !walk && fx.r.walk {
-				t.Skip("openat2 is not available on this kernel")
+				testenv.Skipf(t, "openat2 is not available on this kernel")
 			}
 			fx.r.walk = walk
 			f(t, fx)
@@ -240,9 +241,7 @@ func TestWriteFile(t *testing.T) {
 }
 
 func TestWriteFileSetsTheOwner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing file ownership needs root")
-	}
+	testenv.NeedRoot(t, "changing file ownership")
 	resolvers(t, func(t *testing.T, fx *fixture) {
 		must(t, fx.r.WriteFile("owned/deep/f", []byte("x"), 0o644, 1234, 4321))
 		for _, p := range []string{"owned", "owned/deep", "owned/deep/f"} {
