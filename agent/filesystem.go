@@ -122,23 +122,27 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 	if err != nil {
 		return "", fmt.Errorf("apply_patch: %w", err)
 	}
-	// Plan every change before writing anything, so a failing hunk leaves
-	// the workspace untouched.
+	// Plan every change before writing anything, so that a failing hunk
+	// or a path outside the workspace leaves it untouched.
 	var changes []fileChange
 	for _, op := range ops {
+		rel, abs, err := fx.workspacePath(op.Path)
+		if err != nil {
+			return "", fmt.Errorf("apply_patch: %s %s: %w", op.Kind, op.Path, err)
+		}
 		switch op.Kind {
 		case PatchAdd:
-			if _, err := fx.sess.ReadFile(ctx, op.Path); err == nil {
+			if _, err := fx.sess.ReadFile(ctx, abs); err == nil {
 				return "", fmt.Errorf("apply_patch: cannot add %s: it already exists (use *** Update File)", op.Path)
 			}
-			changes = append(changes, fileChange{path: op.Path, content: op.Content, mode: 0o644, mark: "A " + op.Path})
+			changes = append(changes, fileChange{path: abs, content: op.Content, mode: 0o644, mark: "A " + op.Path})
 		case PatchDelete:
-			if _, err := fx.sess.ReadFile(ctx, op.Path); err != nil {
+			if _, err := fx.sess.ReadFile(ctx, abs); err != nil {
 				return "", fmt.Errorf("apply_patch: cannot delete %s: %w", op.Path, err)
 			}
-			changes = append(changes, fileChange{path: op.Path, remove: true, mark: "D " + op.Path})
+			changes = append(changes, fileChange{path: abs, remove: true, mark: "D " + op.Path})
 		case PatchUpdate:
-			old, err := fx.sess.ReadFile(ctx, op.Path)
+			old, err := fx.sess.ReadFile(ctx, abs)
 			if err != nil {
 				return "", fmt.Errorf("apply_patch: cannot update %s: %w", op.Path, err)
 			}
@@ -146,13 +150,21 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 			if err != nil {
 				return "", fmt.Errorf("apply_patch: %w", err)
 			}
-			mode := fx.modeOf(ctx, op.Path)
-			if op.MoveTo != "" && op.MoveTo != op.Path {
+			mode := fx.modeOf(ctx, abs)
+			toRel, toAbs := rel, abs
+			if op.MoveTo != "" {
+				if toRel, toAbs, err = fx.workspacePath(op.MoveTo); err != nil {
+					return "", fmt.Errorf("apply_patch: move %s to %s: %w", op.Path, op.MoveTo, err)
+				}
+			}
+			// A move compares where the paths lead, not how they are
+			// spelled: "./f" is f, and moving f onto itself keeps it.
+			if toRel != rel {
 				changes = append(changes,
-					fileChange{path: op.MoveTo, content: updated, mode: mode, mark: "M " + op.MoveTo + " (moved from " + op.Path + ")"},
-					fileChange{path: op.Path, remove: true})
+					fileChange{path: toAbs, content: updated, mode: mode, mark: "M " + op.MoveTo + " (moved from " + op.Path + ")"},
+					fileChange{path: abs, remove: true})
 			} else {
-				changes = append(changes, fileChange{path: op.Path, content: updated, mode: mode, mark: "M " + op.Path})
+				changes = append(changes, fileChange{path: abs, content: updated, mode: mode, mark: "M " + op.Path})
 			}
 		}
 	}
@@ -192,9 +204,11 @@ func (fx *fileTools) modeOf(ctx context.Context, p string) fs.FileMode {
 	return 0o644
 }
 
-// remove deletes a workspace file. The session contract has no removal,
-// so it runs rm in the sandbox, confined like every other command.
-func (fx *fileTools) remove(ctx context.Context, p string) error {
+// workspacePath resolves p as the session's file calls do (relative
+// paths from the tools' directory) to its path relative to the workspace
+// and its absolute sandbox path. A path that leaves the workspace, or is
+// the workspace itself, is refused before the session is asked anything.
+func (fx *fileTools) workspacePath(p string) (rel, abs string, err error) {
 	if w, ok := fx.sess.(workdirSession); ok {
 		p = w.in(p)
 	}
@@ -202,12 +216,25 @@ func (fx *fileTools) remove(ctx context.Context, p string) error {
 	if root == "" {
 		root = sandbox.DefaultWorkdir
 	}
-	rel, err := sandbox.ResolveWorkspacePath(root, p)
+	if rel, err = sandbox.ResolveWorkspacePath(root, p); err != nil {
+		return "", "", err
+	}
+	if rel == "." {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalid, "%s is the workspace itself, not a file", p)
+	}
+	return rel, path.Join(root, rel), nil
+}
+
+// remove deletes a workspace file. The session contract has no removal,
+// so it runs rm in the sandbox, confined like every other command.
+func (fx *fileTools) remove(ctx context.Context, p string) error {
+	rel, _, err := fx.workspacePath(p)
 	if err != nil {
 		return err
 	}
-	if rel == "." {
-		return sandbox.Errorf(sandbox.ErrInvalid, "refusing to delete the workspace itself")
+	root := fx.sess.State().Spec.Workdir
+	if root == "" {
+		root = sandbox.DefaultWorkdir
 	}
 	res, err := fx.sess.Exec(ctx, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "--", rel}, Workdir: root})
 	if err != nil {
