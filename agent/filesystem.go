@@ -123,8 +123,27 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 		return "", fmt.Errorf("apply_patch: %w", err)
 	}
 	// Plan every change before writing anything, so that a failing hunk
-	// or a path outside the workspace leaves it untouched.
+	// or a path outside the workspace leaves it untouched. Each operation
+	// sees the files as the ones before it leave them (two updates of one
+	// file both apply; a file the patch adds, it can delete): planned is
+	// what the plan has written or removed so far, by workspace path.
 	var changes []fileChange
+	planned := map[string]fileChange{}
+	plan := func(rel string, c fileChange) {
+		changes = append(changes, c)
+		planned[rel] = c
+	}
+	// read is a file as the changes planned so far leave it.
+	read := func(rel, abs string) (string, error) {
+		if c, ok := planned[rel]; ok {
+			if c.remove {
+				return "", sandbox.Errorf(sandbox.ErrNotFound, "deleted or moved away earlier in this patch")
+			}
+			return c.content, nil
+		}
+		data, err := fx.sess.ReadFile(ctx, abs)
+		return string(data), err
+	}
 	for _, op := range ops {
 		rel, abs, err := fx.workspacePath(op.Path)
 		if err != nil {
@@ -132,25 +151,30 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 		}
 		switch op.Kind {
 		case PatchAdd:
-			if _, err := fx.sess.ReadFile(ctx, abs); err == nil {
+			if _, err := read(rel, abs); err == nil {
 				return "", fmt.Errorf("apply_patch: cannot add %s: it already exists (use *** Update File)", op.Path)
 			}
-			changes = append(changes, fileChange{path: abs, content: op.Content, mode: 0o644, mark: "A " + op.Path})
+			plan(rel, fileChange{path: abs, content: op.Content, mode: 0o644, mark: "A " + op.Path})
 		case PatchDelete:
-			if _, err := fx.sess.ReadFile(ctx, abs); err != nil {
+			if _, err := read(rel, abs); err != nil {
 				return "", fmt.Errorf("apply_patch: cannot delete %s: %w", op.Path, err)
 			}
-			changes = append(changes, fileChange{path: abs, remove: true, mark: "D " + op.Path})
+			plan(rel, fileChange{path: abs, remove: true, mark: "D " + op.Path})
 		case PatchUpdate:
-			old, err := fx.sess.ReadFile(ctx, abs)
+			old, err := read(rel, abs)
 			if err != nil {
 				return "", fmt.Errorf("apply_patch: cannot update %s: %w", op.Path, err)
 			}
-			updated, err := ApplyHunks(op.Path, string(old), op.Hunks)
+			updated, err := ApplyHunks(op.Path, old, op.Hunks)
 			if err != nil {
 				return "", fmt.Errorf("apply_patch: %w", err)
 			}
-			mode := fx.modeOf(ctx, abs)
+			var mode fs.FileMode
+			if c, ok := planned[rel]; ok {
+				mode = c.mode
+			} else {
+				mode = fx.modeOf(ctx, abs)
+			}
 			toRel, toAbs := rel, abs
 			if op.MoveTo != "" {
 				if toRel, toAbs, err = fx.workspacePath(op.MoveTo); err != nil {
@@ -160,11 +184,10 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 			// A move compares where the paths lead, not how they are
 			// spelled: "./f" is f, and moving f onto itself keeps it.
 			if toRel != rel {
-				changes = append(changes,
-					fileChange{path: toAbs, content: updated, mode: mode, mark: "M " + op.MoveTo + " (moved from " + op.Path + ")"},
-					fileChange{path: abs, remove: true})
+				plan(toRel, fileChange{path: toAbs, content: updated, mode: mode, mark: "M " + op.MoveTo + " (moved from " + op.Path + ")"})
+				plan(rel, fileChange{path: abs, remove: true})
 			} else {
-				changes = append(changes, fileChange{path: abs, content: updated, mode: mode, mark: "M " + op.Path})
+				plan(rel, fileChange{path: abs, content: updated, mode: mode, mark: "M " + op.Path})
 			}
 		}
 	}
