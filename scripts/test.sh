@@ -2,7 +2,13 @@
 # Runs every test of agentbox. As root on Linux this includes the escape
 # tests of the native sandbox and, with a Docker engine, the Docker
 # conformance suite; with CI=true a test that would skip for a missing
-# engine or privilege fails instead.
+# engine or privilege fails instead (internal/testenv).
+#
+# Each go test runs with -json through internal/cmd/testreport, which
+# prints failures and skips readably, keeps the raw events in out/test/,
+# and fails the run on a skip that scripts/skips.allow does not list.
+# pipefail keeps go test's own exit status: a failed test fails the run
+# even if the report passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,19 +16,35 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 export AGENTBOX_BIN=$PWD/bin/agentbox
 
+# The reporter is built first, so that a broken one stops the run before
+# the suite, not after it.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+report=$tmp/testreport
+go build -o "$report" ./internal/cmd/testreport
+rm -rf out/test
+
+# gotest NAME ARGS... runs go test -json ARGS, reported; the events go to
+# out/test/NAME.json.
+gotest() {
+	local name=$1
+	shift
+	go test -json "$@" | "$report" -allow scripts/skips.allow -events "out/test/$name.json"
+}
+
 echo "== go test (all packages)"
 # -p 1: some tests check host-wide state (cgroups, mounts) for leaks.
-go test -count=1 -p 1 -timeout 40m ./...
+gotest all -count=1 -p 1 -timeout 40m ./...
 
 echo "== go test -tags noegress (the backend as agentbox-init and the lean CLI are built)"
-go test -count=1 -tags noegress -timeout 10m ./sandbox/linux/
+gotest noegress -count=1 -tags noegress -timeout 10m ./sandbox/linux/
 
 echo "== go test -tags lean,noegress (the lean CLI: the plain exec, the hand-off to agentbox-full)"
-go test -count=1 -tags lean,noegress -timeout 10m ./cmd/agentbox/
+gotest lean -count=1 -tags lean,noegress -timeout 10m ./cmd/agentbox/
 
 echo "== go test -race (packages with goroutines)"
 race_pkgs=()
 for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./trace ./snapshot; do
 	[[ -d $p ]] && race_pkgs+=("$p")
 done
-go test -count=1 -race -timeout 20m "${race_pkgs[@]}"
+gotest race -count=1 -race -timeout 20m "${race_pkgs[@]}"
