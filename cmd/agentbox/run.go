@@ -260,8 +260,11 @@ func runAgent(ctx context.Context, f runFlags, task string, stdout, stderr io.Wr
 				}
 				src = ds
 			}
-			rec, err := artifact.Promote(ctx, src, rules, promoteTo,
-				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, Session: sess})
+			// Validate commands run in a fresh session like the agent's,
+			// on the staged copies (artifact.PromoteOptions.NewSession).
+			rec, err := artifact.Promote(ctx, src, rules, promoteTo, artifact.PromoteOptions{
+				RunID: res.RunID, TraceID: res.TraceID, NewSession: artifact.FreshSessionLike(client, sess),
+			})
 			if err != nil {
 				var re *artifact.RejectedError
 				if errors.As(err, &re) {

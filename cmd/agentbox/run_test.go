@@ -51,6 +51,7 @@ const runRules = `outputs:
     max_size: 100
     types: [text/markdown]
     required: true
+    validate: grep -q rows "$1"
 `
 
 // agentDir writes an agent file, plan and rules; body is the report's
@@ -177,6 +178,16 @@ func TestRunPromotesOutputsInTheLinuxSandbox(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "promoted", "output", "report.md"))
 		if err != nil || !strings.Contains(string(b), "3 rows") {
 			t.Fatalf("promoted report: %q %v", b, err)
+		}
+	})
+	t.Run("a report its validate command rejects is not promoted", func(t *testing.T) {
+		dir := agentDir(t, "no count", true)
+		_, stderr, code := runCLI(t, "run", "--agent", filepath.Join(dir, "agent.yaml"), "--trace", filepath.Join(dir, "t.jsonl"), "count")
+		if code != 125 || !strings.Contains(stderr, `validate: command "grep -q rows \"$1\"" exited 1`) {
+			t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "promoted")); !os.IsNotExist(err) {
+			t.Fatalf("destination exists after a refused promotion: %v", err)
 		}
 	})
 	t.Run("a report that breaks the rules is not promoted and the run fails", func(t *testing.T) {

@@ -117,7 +117,7 @@ func runExample(t *testing.T, c sandbox.Client, m model.Model) outcome {
 		BeforeClose: func(ctx context.Context, sess sandbox.Session, res *agent.Result) error {
 			var err error
 			o.rec, err = artifact.Promote(ctx, artifact.NewSessionSource(sess), rules, o.dest,
-				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, Session: sess})
+				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, NewSession: artifact.FreshSessionLike(c, sess)})
 			return err
 		},
 	}
