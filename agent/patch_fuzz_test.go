@@ -26,6 +26,14 @@ import (
 func FuzzPatch(f *testing.F) {
 	f.Add("*** Begin Patch\n*** Update File: f.txt\n@@\n a\n-b\n+B\n c\n*** End Patch", "a\nb\nc\n")
 	f.Fuzz(func(t *testing.T, patch, file string) {
+		// The tool gets its input as JSON, as a model sends it, so the
+		// patch is what survives the trip (invalid UTF-8 becomes U+FFFD).
+		args, _ := json.Marshal(map[string]string{"input": patch})
+		var in struct{ Input string }
+		if err := json.Unmarshal(args, &in); err != nil {
+			t.Fatal(err)
+		}
+		patch = in.Input
 		ops, perr := ParsePatch(patch)
 		if perr == nil {
 			checkParsed(t, ops)
@@ -39,7 +47,6 @@ func FuzzPatch(f *testing.F) {
 		want, wantErr := applySequentially(tree, ops)
 		sess := &memSession{files: maps.Clone(tree)}
 		fx := &fileTools{sess: sess, maxLines: 100}
-		args, _ := json.Marshal(map[string]string{"input": patch})
 		_, err := fx.applyPatch(context.Background(), args)
 		switch {
 		case perr != nil && err == nil:
