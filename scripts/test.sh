@@ -44,7 +44,9 @@ gotest lean -count=1 -tags lean,noegress -timeout 10m ./cmd/agentbox/
 
 echo "== go test -race (packages with goroutines)"
 race_pkgs=()
-for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./trace ./snapshot; do
+for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./trace ./snapshot \
+	./sandbox/linux ./sandbox/docker ./cmd/agentbox; do
 	[[ -d $p ]] && race_pkgs+=("$p")
 done
-gotest race -count=1 -race -timeout 20m "${race_pkgs[@]}"
+# -p 1 as above: sandbox/linux and sandbox/docker check host-wide state.
+gotest race -count=1 -p 1 -race -timeout 30m "${race_pkgs[@]}"
