@@ -106,8 +106,9 @@ func skipReason(lines []string) string {
 	return reason
 }
 
-// finish prints the summary and returns the exit code: 1 when a test
-// failed or was skipped without the allow-list's leave.
+// finish prints the summary and returns the exit code: exitFailed when a
+// test failed, else exitSkipped when one was skipped without the
+// allow-list's leave.
 func (r *report) finish(allow []allowed) int {
 	// Tests that started but never ended: the binary died under them.
 	var unfinished [][2]string
@@ -145,15 +146,15 @@ func (r *report) finish(allow []allowed) int {
 	code := 0
 	if len(bad) > 0 {
 		fmt.Fprintf(r.out, "skipped, NOT allowed (a test CI does not run is a failure; make it run, or add the line with a why to the allow-list):\n%s\n", strings.Join(bad, "\n"))
-		code = 1
+		code = exitSkipped
 	}
 	if len(r.failed) > 0 {
 		fmt.Fprintf(r.out, "failed:\n  %s\n", strings.Join(r.failed, "\n  "))
-		code = 1
+		code = exitFailed
 	}
 	if r.events == 0 {
 		fmt.Fprintln(r.out, "no test events read: was go test run with -json?")
-		code = 1
+		code = exitFailed
 	}
 	return code
 }

@@ -31,17 +31,17 @@ a | TestSub/a_b | the backend does not claim pty | no terminals by design
 		{"passes when every skip is on the allow-list", "run.json", both, 0,
 			[]string{"ok    a\t0.0s", "2 skipped (2 on the allow-list)", "by line 2: the test host has none\n    a TestSkip: no loop devices here\n"},
 			[]string{"NOT allowed", "empty"}},
-		{"fails on a skip the allow-list does not name, and says which", "run.json", "a | TestSkip | no loop devices here | the test host has none\n", 1,
+		{"fails on a skip the allow-list does not name, and says which", "run.json", "a | TestSkip | no loop devices here | the test host has none\n", exitSkipped,
 			[]string{"NOT allowed", "a | TestSub/a_b | the backend does not claim pty"},
 			[]string{"a | TestSkip |"}},
-		{"fails on a skip whose reason differs from the allowed one", "run.json", "a | TestSkip | no loop devices | x\na | TestSub/a_b | the backend does not claim pty | y\n", 1,
+		{"fails on a skip whose reason differs from the allowed one", "run.json", "a | TestSkip | no loop devices | x\na | TestSub/a_b | the backend does not claim pty | y\n", exitSkipped,
 			[]string{"a | TestSkip | no loop devices here"}, nil},
 		{"takes * in a test name or reason as any text", "run.json", "a | TestS* | no * here | x\na | TestSub/* | the backend does not claim * | y\n", 0, nil, []string{"NOT allowed"}},
-		{"fails on a failed test and prints its output", "fail.json", "", 1,
+		{"fails on a failed test and prints its output", "fail.json", "", exitFailed,
 			[]string{"m_test.go:9: got 2, want 3", "--- FAIL: TestBad", "failed:\n  . TestBad\n  ."}, nil},
-		{"fails on a build failure and prints the compiler's output", "buildfail.json", "", 1,
+		{"fails on a build failure and prints the compiler's output", "buildfail.json", "", exitFailed,
 			[]string{"undefined: x", "failed:\n  broken"}, nil},
-		{"fails on a test that never finished", "crash.json", "", 1,
+		{"fails on a test that never finished", "crash.json", "", exitFailed,
 			[]string{"=== RUN   TestHangs", ". TestHangs (never finished)"}, nil},
 	}
 	for _, tt := range tests {
@@ -81,7 +81,7 @@ a | TestSub/a_b | the backend does not claim pty | no terminals by design
 
 func TestNoEventsFail(t *testing.T) {
 	var out bytes.Buffer
-	if code := run(strings.NewReader("go: unknown flag\n"), &out, allowList(t, ""), "", "example.com/m"); code != 1 {
+	if code := run(strings.NewReader("go: unknown flag\n"), &out, allowList(t, ""), "", "example.com/m"); code != exitFailed {
 		t.Errorf("exit code %d on no events, want 1", code)
 	}
 	if !strings.Contains(out.String(), "go: unknown flag") {
@@ -92,7 +92,7 @@ func TestNoEventsFail(t *testing.T) {
 func TestAnAllowListLineWithoutAWhyIsRefused(t *testing.T) {
 	for _, line := range []string{"a | TestX | reason |", "a | TestX | reason", "a | TestX | reason | why | more"} {
 		var out bytes.Buffer
-		if code := run(strings.NewReader(""), &out, allowList(t, line+"\n"), "", ""); code != 2 {
+		if code := run(strings.NewReader(""), &out, allowList(t, line+"\n"), "", ""); code != exitUsage {
 			t.Errorf("%q: exit code %d, want 2 (%s)", line, code, out.String())
 		}
 	}
