@@ -122,37 +122,72 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 	if err != nil {
 		return "", fmt.Errorf("apply_patch: %w", err)
 	}
-	// Plan every change before writing anything, so a failing hunk leaves
-	// the workspace untouched.
+	// Plan every change before writing anything, so that a failing hunk
+	// or a path outside the workspace leaves it untouched. Each operation
+	// sees the files as the ones before it leave them (two updates of one
+	// file both apply; a file the patch adds, it can delete): planned is
+	// what the plan has written or removed so far, by workspace path.
 	var changes []fileChange
+	planned := map[string]fileChange{}
+	plan := func(rel string, c fileChange) {
+		changes = append(changes, c)
+		planned[rel] = c
+	}
+	// read is a file as the changes planned so far leave it.
+	read := func(rel, abs string) (string, error) {
+		if c, ok := planned[rel]; ok {
+			if c.remove {
+				return "", sandbox.Errorf(sandbox.ErrNotFound, "deleted or moved away earlier in this patch")
+			}
+			return c.content, nil
+		}
+		data, err := fx.sess.ReadFile(ctx, abs)
+		return string(data), err
+	}
 	for _, op := range ops {
+		rel, abs, err := fx.workspacePath(op.Path)
+		if err != nil {
+			return "", fmt.Errorf("apply_patch: %s %s: %w", op.Kind, op.Path, err)
+		}
 		switch op.Kind {
 		case PatchAdd:
-			if _, err := fx.sess.ReadFile(ctx, op.Path); err == nil {
+			if _, err := read(rel, abs); err == nil {
 				return "", fmt.Errorf("apply_patch: cannot add %s: it already exists (use *** Update File)", op.Path)
 			}
-			changes = append(changes, fileChange{path: op.Path, content: op.Content, mode: 0o644, mark: "A " + op.Path})
+			plan(rel, fileChange{path: abs, content: op.Content, mode: 0o644, mark: "A " + op.Path})
 		case PatchDelete:
-			if _, err := fx.sess.ReadFile(ctx, op.Path); err != nil {
+			if _, err := read(rel, abs); err != nil {
 				return "", fmt.Errorf("apply_patch: cannot delete %s: %w", op.Path, err)
 			}
-			changes = append(changes, fileChange{path: op.Path, remove: true, mark: "D " + op.Path})
+			plan(rel, fileChange{path: abs, remove: true, mark: "D " + op.Path})
 		case PatchUpdate:
-			old, err := fx.sess.ReadFile(ctx, op.Path)
+			old, err := read(rel, abs)
 			if err != nil {
 				return "", fmt.Errorf("apply_patch: cannot update %s: %w", op.Path, err)
 			}
-			updated, err := ApplyHunks(op.Path, string(old), op.Hunks)
+			updated, err := ApplyHunks(op.Path, old, op.Hunks)
 			if err != nil {
 				return "", fmt.Errorf("apply_patch: %w", err)
 			}
-			mode := fx.modeOf(ctx, op.Path)
-			if op.MoveTo != "" && op.MoveTo != op.Path {
-				changes = append(changes,
-					fileChange{path: op.MoveTo, content: updated, mode: mode, mark: "M " + op.MoveTo + " (moved from " + op.Path + ")"},
-					fileChange{path: op.Path, remove: true})
+			var mode fs.FileMode
+			if c, ok := planned[rel]; ok {
+				mode = c.mode
 			} else {
-				changes = append(changes, fileChange{path: op.Path, content: updated, mode: mode, mark: "M " + op.Path})
+				mode = fx.modeOf(ctx, abs)
+			}
+			toRel, toAbs := rel, abs
+			if op.MoveTo != "" {
+				if toRel, toAbs, err = fx.workspacePath(op.MoveTo); err != nil {
+					return "", fmt.Errorf("apply_patch: move %s to %s: %w", op.Path, op.MoveTo, err)
+				}
+			}
+			// A move compares where the paths lead, not how they are
+			// spelled: "./f" is f, and moving f onto itself keeps it.
+			if toRel != rel {
+				plan(toRel, fileChange{path: toAbs, content: updated, mode: mode, mark: "M " + op.MoveTo + " (moved from " + op.Path + ")"})
+				plan(rel, fileChange{path: abs, remove: true})
+			} else {
+				plan(rel, fileChange{path: abs, content: updated, mode: mode, mark: "M " + op.Path})
 			}
 		}
 	}
@@ -192,9 +227,11 @@ func (fx *fileTools) modeOf(ctx context.Context, p string) fs.FileMode {
 	return 0o644
 }
 
-// remove deletes a workspace file. The session contract has no removal,
-// so it runs rm in the sandbox, confined like every other command.
-func (fx *fileTools) remove(ctx context.Context, p string) error {
+// workspacePath resolves p as the session's file calls do (relative
+// paths from the tools' directory) to its path relative to the workspace
+// and its absolute sandbox path. A path that leaves the workspace, or is
+// the workspace itself, is refused before the session is asked anything.
+func (fx *fileTools) workspacePath(p string) (rel, abs string, err error) {
 	if w, ok := fx.sess.(workdirSession); ok {
 		p = w.in(p)
 	}
@@ -202,12 +239,25 @@ func (fx *fileTools) remove(ctx context.Context, p string) error {
 	if root == "" {
 		root = sandbox.DefaultWorkdir
 	}
-	rel, err := sandbox.ResolveWorkspacePath(root, p)
+	if rel, err = sandbox.ResolveWorkspacePath(root, p); err != nil {
+		return "", "", err
+	}
+	if rel == "." {
+		return "", "", sandbox.Errorf(sandbox.ErrInvalid, "%s is the workspace itself, not a file", p)
+	}
+	return rel, path.Join(root, rel), nil
+}
+
+// remove deletes a workspace file. The session contract has no removal,
+// so it runs rm in the sandbox, confined like every other command.
+func (fx *fileTools) remove(ctx context.Context, p string) error {
+	rel, _, err := fx.workspacePath(p)
 	if err != nil {
 		return err
 	}
-	if rel == "." {
-		return sandbox.Errorf(sandbox.ErrInvalid, "refusing to delete the workspace itself")
+	root := fx.sess.State().Spec.Workdir
+	if root == "" {
+		root = sandbox.DefaultWorkdir
 	}
 	res, err := sandbox.Exec(ctx, fx.sess, sandbox.ExecRequest{Cmd: []string{"rm", "-f", "--", rel}, Workdir: root})
 	if err != nil {

@@ -239,8 +239,11 @@ func ApplyHunks(path, content string, hunks []Hunk) (string, error) {
 		lines = append(lines[:at], append(repl, lines[at+len(old):]...)...)
 		cursor = at + len(repl)
 	}
+	// The final newline is kept as it was (a new file gets one), except
+	// that a last line that is empty needs its newline to exist at all:
+	// "a" plus an empty line is "a\n\n", not "a\n" (which is just "a").
 	out := strings.Join(lines, "\n")
-	if len(lines) > 0 && (finalNL || content == "") {
+	if len(lines) > 0 && (finalNL || content == "" || lines[len(lines)-1] == "") {
 		out += "\n"
 	}
 	if crlf {

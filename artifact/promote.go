@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,9 +21,16 @@ import (
 type PromoteOptions struct {
 	// RunID and TraceID are copied into the record.
 	RunID, TraceID string
-	// Session runs the rules' validate commands. Without one, a rule with
-	// a validate command fails (it is never skipped as passing).
-	Session sandbox.Session
+	// NewSession starts the session in which the rules' validate commands
+	// run: a fresh one, that nothing else runs in (FreshSessionLike makes
+	// one like the agent's). Promote writes the staged copy of every file
+	// into its workspace, runs the commands there on those copies, and
+	// closes it. Not the agent's own session: there, a process the agent
+	// left running could swap a file for a passing version while the
+	// command reads it and swap it back before any re-hash, and the bytes
+	// promoted would not be the bytes judged. Without NewSession, a rule
+	// with a validate command fails (it is never skipped as passing).
+	NewSession func(ctx context.Context) (sandbox.Session, error)
 	// Now is the record's clock; default time.Now.
 	Now func() time.Time
 	// ValidateTimeout bounds each validate command; default 1 minute.
@@ -119,6 +126,7 @@ func Promote(ctx context.Context, src Source, rules *Rules, dest string, opts Pr
 			p.content(c)
 		}
 	}
+	p.validate()
 	if len(p.violations) > 0 {
 		return nil, &RejectedError{Violations: p.violations}
 	}
@@ -308,7 +316,8 @@ func (p *promotion) stage(c *candidate, staging string) error {
 	return nil
 }
 
-// content runs the checks on the staged bytes: types, schema, validate.
+// content runs the checks on the staged bytes that need no session:
+// types and schema.
 func (p *promotion) content(c *candidate) {
 	for _, o := range c.rules {
 		if len(o.Types) > 0 {
@@ -332,20 +341,68 @@ func (p *promotion) content(c *candidate) {
 				p.pass(c, o, "json_schema", "valid against %s", o.JSONSchema)
 			}
 		}
-		if o.Validate != "" {
-			p.validate(c, o)
+	}
+}
+
+// validate runs the rules' validate commands on the staged copies, in a
+// fresh session (PromoteOptions.NewSession says why) whose workspace
+// holds every staged file at its workspace path, so that a command can
+// also read the other outputs.
+func (p *promotion) validate() {
+	var staged, todo []*candidate
+	for _, c := range p.cands {
+		if c.sum == "" {
+			continue // refused before its bytes were staged
+		}
+		staged = append(staged, c)
+		if slices.ContainsFunc(c.rules, func(o *Output) bool { return o.Validate != "" }) {
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 {
+		return
+	}
+	failAll := func(format string, args ...any) {
+		for _, c := range todo {
+			for _, o := range c.rules {
+				if o.Validate != "" {
+					p.fail(c, o, "validate", "command %q was not run: "+format, append([]any{o.Validate}, args...)...)
+				}
+			}
+		}
+	}
+	if p.opts.NewSession == nil {
+		failAll("no session was given to run it in, and an unchecked rule does not pass")
+		return
+	}
+	s, err := p.opts.NewSession(p.ctx)
+	if err != nil {
+		failAll("start a session to run it in: %v", err)
+		return
+	}
+	defer s.Close(context.WithoutCancel(p.ctx))
+	for _, c := range staged {
+		data, err := os.ReadFile(c.staged)
+		if err == nil {
+			err = s.WriteFile(p.ctx, c.entry.Path, data, 0o644)
+		}
+		if err != nil {
+			failAll("copy %s into the session: %v", c.entry.Path, err)
+			return
+		}
+	}
+	for _, c := range todo {
+		for _, o := range c.rules {
+			if o.Validate != "" {
+				p.validateOne(s, c, o)
+			}
 		}
 	}
 }
 
-// validate runs o.Validate in the session for c and checks that the file
-// did not change while the command ran.
-func (p *promotion) validate(c *candidate, o *Output) {
-	s := p.opts.Session
-	if s == nil {
-		p.fail(c, o, "validate", "command %q was not run: no session was given to run it in, and an unchecked rule does not pass", o.Validate)
-		return
-	}
+// validateOne runs o.Validate in s for c's copy there, and checks that
+// the copy is still the staged bytes afterwards.
+func (p *promotion) validateOne(s sandbox.Session, c *candidate, o *Output) {
 	where := sandboxPath(s, c.entry.Path)
 	res, err := sandbox.Exec(p.ctx, s, sandbox.ExecRequest{
 		Cmd:     []string{"/bin/sh", "-c", o.Validate, "sh", where},
@@ -363,17 +420,14 @@ func (p *promotion) validate(c *candidate, o *Output) {
 		p.fail(c, o, "validate", "command %q exited %d: %s", o.Validate, res.ExitCode, tail(res.Stderr, res.Stdout))
 		return
 	}
-	rc, _, err := p.src.Open(p.ctx, c.entry.Path)
+	data, err := s.ReadFile(p.ctx, c.entry.Path)
 	if err == nil {
-		var sum string
-		sum, err = hashReader(rc, sha256.New())
-		rc.Close()
-		if err == nil && sum != c.sum {
-			err = fmt.Errorf("its sha256 is now %s, was %s", sum, c.sum)
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != c.sum {
+			err = fmt.Errorf("its sha256 is now %x, was %s", sum, c.sum)
 		}
 	}
 	if err != nil {
-		p.fail(c, o, "validate", "file changed while %q ran: %v", o.Validate, err)
+		p.fail(c, o, "validate", "the file changed while %q ran: %v", o.Validate, err)
 		return
 	}
 	p.pass(c, o, "validate", "%q exited 0", o.Validate)
@@ -386,4 +440,16 @@ func sandboxPath(s sandbox.Session, rel string) string {
 		root = sandbox.DefaultWorkdir
 	}
 	return root + "/" + rel
+}
+
+// FreshSessionLike is a PromoteOptions.NewSession that creates, with c, a
+// session like s (its image, mounts, environment, user and policy) on an
+// empty workspace of its own: none of s's files and none of its
+// processes.
+func FreshSessionLike(c sandbox.Client, s sandbox.Session) func(context.Context) (sandbox.Session, error) {
+	return func(ctx context.Context) (sandbox.Session, error) {
+		spec := s.State().Spec
+		spec.Workspace, spec.Snapshot = "", ""
+		return c.Create(ctx, spec)
+	}
 }

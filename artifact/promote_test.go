@@ -315,9 +315,17 @@ func TestPromoteFromASessionRunsValidateCommands(t *testing.T) {
 	})
 	s := &hostSession{dir: ws}
 	rules := &Rules{Outputs: []Output{{Glob: "out/*.md", Validate: `grep -q Total "$1" || { echo "no Total in $ARTIFACT" >&2; exit 3; }`}}}
-	_, err := Promote(context.Background(), NewSessionSource(s), rules, filepath.Join(t.TempDir(), "d"), PromoteOptions{Session: s})
-	if err == nil || !strings.Contains(err.Error(), "out/empty.md") || !strings.Contains(err.Error(), "exited 3: no Total in "+ws+"/out/empty.md") {
-		t.Fatalf("Promote = %v, want out/empty.md failing its validate command", err)
+	fresh := &freshSessions{t: t}
+	_, err := Promote(context.Background(), NewSessionSource(s), rules, filepath.Join(t.TempDir(), "d"), PromoteOptions{NewSession: fresh.new})
+	if len(fresh.made) != 1 || !fresh.made[0].closed {
+		t.Fatalf("want one validation session, closed; got %d", len(fresh.made))
+	}
+	if s.execs > 1 {
+		t.Errorf("%d commands ran in the agent's session; want at most the stat of the listing", s.execs)
+	}
+	vdir := fresh.made[0].dir
+	if err == nil || !strings.Contains(err.Error(), "out/empty.md") || !strings.Contains(err.Error(), "exited 3: no Total in "+vdir+"/out/empty.md") {
+		t.Fatalf("Promote = %v, want out/empty.md failing its validate command, run on the copy in the validation session", err)
 	}
 	if strings.Contains(err.Error(), "out/report.md") {
 		t.Errorf("the passing file is listed as a violation:\n%v", err)
@@ -325,7 +333,7 @@ func TestPromoteFromASessionRunsValidateCommands(t *testing.T) {
 
 	must(t, os.Remove(filepath.Join(ws, "out/empty.md")))
 	dest := filepath.Join(t.TempDir(), "d")
-	rec, err := Promote(context.Background(), NewSessionSource(s), rules, dest, PromoteOptions{Session: s, RunID: "r"})
+	rec, err := Promote(context.Background(), NewSessionSource(s), rules, dest, PromoteOptions{NewSession: (&freshSessions{t: t}).new, RunID: "r"})
 	must(t, err)
 	if len(rec.Files) != 1 || rec.Files[0].SourcePath != ws+"/out/report.md" || !strings.HasPrefix(rec.Source, "session:test/") {
 		t.Errorf("record = %+v", rec)

@@ -49,9 +49,11 @@ type Output struct {
 	// JSONSchema is a JSON schema file (relative to the rules file) that
 	// each matching file must satisfy.
 	JSONSchema string `yaml:"json_schema,omitempty" json:"json_schema,omitempty"`
-	// Validate is a shell command run inside the sandbox for each
-	// matching file; it must exit 0. The file's sandbox path is $1 and
-	// $ARTIFACT. Without a session to run it in, the rule fails.
+	// Validate is a shell command run in a sandbox for each matching file;
+	// it must exit 0. It runs on the staged copy, in a fresh session that
+	// holds the staged outputs (PromoteOptions.NewSession); the copy's
+	// sandbox path is $1 and $ARTIFACT. Without a session to run it in,
+	// the rule fails.
 	Validate string `yaml:"validate,omitempty" json:"validate,omitempty"`
 
 	glob   *glob

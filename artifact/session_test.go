@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"testing"
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -18,8 +19,9 @@ import (
 // are the host paths of its workspace (Workdir = the host dir), so that
 // validate commands and stat(1) run for real without a backend.
 type hostSession struct {
-	dir   string
-	execs int
+	dir    string
+	execs  int
+	closed bool
 }
 
 func (h *hostSession) ID() string { return "test" }
@@ -75,10 +77,26 @@ func (p *hostProcess) Wait(context.Context) (sandbox.ExitStatus, error) {
 	return sandbox.ExitStatus{}, err
 }
 
-func (h *hostSession) ReadFile(_ context.Context, p string) ([]byte, error) { return os.ReadFile(p) }
+func (h *hostSession) ReadFile(_ context.Context, p string) ([]byte, error) {
+	rel, err := sandbox.ResolveWorkspacePath(h.dir, p)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(h.dir, filepath.FromSlash(rel)))
+}
 
-func (h *hostSession) WriteFile(context.Context, string, []byte, fs.FileMode) error {
-	return errors.New("not used")
+// WriteFile writes p, relative to the workspace or absolute under it, as
+// a backend does (parent directories included).
+func (h *hostSession) WriteFile(_ context.Context, p string, data []byte, mode fs.FileMode) error {
+	rel, err := sandbox.ResolveWorkspacePath(h.dir, p)
+	if err != nil {
+		return err
+	}
+	full := filepath.Join(h.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(full, data, mode)
 }
 
 func (h *hostSession) ListDir(_ context.Context, p string) ([]sandbox.FileInfo, error) {
@@ -109,4 +127,21 @@ func (h *hostSession) State() sandbox.State {
 }
 
 func (h *hostSession) Stop(context.Context) error  { return nil }
-func (h *hostSession) Close(context.Context) error { return nil }
+func (h *hostSession) Close(context.Context) error { h.closed = true; return nil }
+
+// freshSessions is a PromoteOptions.NewSession of host sessions, each on
+// a new directory; it keeps what it made.
+type freshSessions struct {
+	t       *testing.T
+	made    []*hostSession
+	prepare func(*hostSession) sandbox.Session // nil: the host session itself
+}
+
+func (f *freshSessions) new(context.Context) (sandbox.Session, error) {
+	h := &hostSession{dir: f.t.TempDir()}
+	f.made = append(f.made, h)
+	if f.prepare != nil {
+		return f.prepare(h), nil
+	}
+	return h, nil
+}

@@ -4,24 +4,27 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// swappingSession stands for a session in which a process the agent left
-// running (Session.Start) swaps a candidate's content for a passing one
-// while a validate command runs, and back before the re-hash.
-type swappingSession struct {
-	hostSession
+// swapping stands for a process the agent left running in its session
+// (Session.Start): while a validate command runs, it swaps the
+// candidate in the agent's workspace for a passing version, and swaps it
+// back before the command ends, so that a re-hash of the workspace file
+// afterwards finds the bytes hashed before.
+type swapping struct {
+	sandbox.Session // where the validate command runs
 	file, good, bad string
 }
 
-func (s *swappingSession) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+func (s *swapping) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if err := os.WriteFile(s.file, []byte(s.good), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := s.hostSession.Start(ctx, req)
+	p, err := s.Session.Start(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +34,7 @@ func (s *swappingSession) Start(ctx context.Context, req sandbox.ExecRequest) (s
 // swapBack puts the failing content back once the command has ended.
 type swapBack struct {
 	sandbox.Process
-	s *swappingSession
+	s *swapping
 }
 
 func (b swapBack) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
@@ -40,20 +43,31 @@ func (b swapBack) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 }
 
 // TestAValidateCommandJudgesTheBytesThatArePromoted: the validate command
-// runs on the workspace file inside the sandbox, which the agent still
-// controls; swapping it for a passing version only while the command runs
-// passes the check and the re-hash, and the failing bytes are promoted.
+// runs on the staged copy in a fresh session, which the agent does not
+// control, so swapping the workspace file for a passing version while
+// the command runs changes nothing: the failing bytes are judged, and
+// refused. (Run on the live workspace file, as validate once was, the
+// swap passed both the command and the re-hash.)
 func TestAValidateCommandJudgesTheBytesThatArePromoted(t *testing.T) {
-	t.Skip("KNOWN ISSUE: validate runs on the live workspace file; a swap restored before the re-hash promotes bytes the command never saw (needs validation of the staged copy in a fresh session)")
-	ws := workspace(t, map[string]string{"out/report.md": "no total here\n"})
-	s := &swappingSession{hostSession: hostSession{dir: ws}, file: filepath.Join(ws, "out/report.md"), good: "Total: 42\n", bad: "no total here\n"}
+	const bad = "no total here\n"
+	ws := workspace(t, map[string]string{"out/report.md": bad})
+	agentFile := filepath.Join(ws, "out/report.md")
+	fresh := &freshSessions{t: t, prepare: func(h *hostSession) sandbox.Session {
+		return &swapping{Session: h, file: agentFile, good: "Total: 42\n", bad: bad}
+	}}
 	rules := &Rules{Outputs: []Output{{Glob: "out/*.md", Validate: `grep -q Total "$1"`}}}
 	dest := filepath.Join(t.TempDir(), "d")
 	src, err := NewDirSource(ws)
 	must(t, err)
-	_, err = Promote(context.Background(), src, rules, dest, PromoteOptions{Session: s})
+	_, err = Promote(context.Background(), src, rules, dest, PromoteOptions{NewSession: fresh.new})
 	if err == nil {
 		b, _ := os.ReadFile(filepath.Join(dest, "out/report.md"))
 		t.Fatalf("Promote passed the validate command and promoted %q, which the command rejects", b)
+	}
+	if !strings.Contains(err.Error(), `"grep -q Total \"$1\"" exited 1`) {
+		t.Fatalf("Promote = %v, want the validate command to refuse out/report.md", err)
+	}
+	if len(fresh.made) != 1 || fresh.made[0].execs != 1 {
+		t.Fatalf("want the command run once in one fresh session")
 	}
 }

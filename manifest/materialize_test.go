@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -66,9 +67,7 @@ func TestMaterializeWritesEveryKind(t *testing.T) {
 }
 
 func TestMaterializeChownsToTheSandboxUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown files to another user")
-	}
+	testenv.NeedRoot(t, "chowning files to another user")
 	f := newFixture(t)
 	m := Manifest{Entries: map[string]Entry{
 		"a/b.txt": {File: &File{Content: "x"}},
@@ -190,9 +189,7 @@ func TestMaterializeDoesNotWriteThroughALinkInTheWorkspace(t *testing.T) {
 }
 
 func TestMaterializeClonesAGitRepo(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
-	}
+	testenv.NeedCommand(t, "git")
 	f := newFixture(t)
 	repo := filepath.Join(f.base, "repo.git")
 	work := filepath.Join(t.TempDir(), "work")

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 declare -A need=(
 	[git]=git [python3]=/usr/bin/python3 [e2fsprogs]=mkfs.ext4 [zstd]=zstd
 	[bubblewrap]=bwrap [util-linux]=unshare [iproute2]=ip [iptables]=iptables
+	[curl]=curl
 )
 missing=()
 for pkg in "${!need[@]}"; do

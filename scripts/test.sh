@@ -2,7 +2,13 @@
 # Runs every test of agentbox. As root on Linux this includes the escape
 # tests of the native sandbox and, with a Docker engine, the Docker
 # conformance suite; with CI=true a test that would skip for a missing
-# engine or privilege fails instead.
+# engine or privilege fails instead (internal/testenv).
+#
+# Each go test runs with -json through internal/cmd/testreport, which
+# prints failures and skips readably, keeps the raw events in out/test/,
+# and, with CI=true, fails the run on a skip that scripts/skips.allow does
+# not list (outside CI it lists them). pipefail keeps go test's own exit
+# status: a failed test fails the run even if the report passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,13 +16,36 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 export AGENTBOX_BIN=$PWD/bin/agentbox
 
+# The reporter is built first, so that a broken one stops the run before
+# the suite, not after it.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+report=$tmp/testreport
+go build -o "$report" ./internal/cmd/testreport
+rm -rf out/test
+
+fail_skips=false
+if [[ ${CI:-} == true ]]; then
+	fail_skips=true
+fi
+
+# gotest NAME ARGS... runs go test -json ARGS, reported; the events go to
+# out/test/NAME.json.
+gotest() {
+	local name=$1
+	shift
+	go test -json "$@" | "$report" -allow scripts/skips.allow -fail-skips=$fail_skips -events "out/test/$name.json"
+}
+
 echo "== go test (all packages)"
 # -p 1: some tests check host-wide state (cgroups, mounts) for leaks.
-go test -count=1 -p 1 -timeout 40m ./...
+gotest all -count=1 -p 1 -timeout 40m ./...
 
 echo "== go test -race (packages with goroutines)"
 race_pkgs=()
-for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./trace ./snapshot; do
+for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./trace ./snapshot \
+	./sandbox/linux ./sandbox/docker ./cmd/agentbox; do
 	[[ -d $p ]] && race_pkgs+=("$p")
 done
-go test -count=1 -race -timeout 20m "${race_pkgs[@]}"
+# -p 1 as above: sandbox/linux and sandbox/docker check host-wide state.
+gotest race -count=1 -p 1 -race -timeout 30m "${race_pkgs[@]}"

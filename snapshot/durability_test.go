@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -147,12 +148,10 @@ func TestAKilledSaveLeavesThePreviousSnapshotIntactAndNothingHalfVisible(t *test
 }
 
 func TestAFullDiskFailsTheSaveCleanlyAndKeepsOldSnapshots(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
+	testenv.NeedRoot(t, "mounting a small tmpfs")
 	mnt := t.TempDir()
 	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=6m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v)", err)
+		testenv.Skipf(t, "cannot mount a tmpfs here (%v)", err)
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
 	s, err := Open(filepath.Join(mnt, "store"), Options{Logger: quietLogger()})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // leakProbe lists what a failed or finished `exec` could leave behind:
@@ -106,12 +108,7 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 // requireLinuxSandbox skips unless the native backend can run here.
 func requireLinuxSandbox(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI must run as root so that the native sandbox is tested")
-		}
-		t.Skip("the native sandbox tests need root")
-	}
+	testenv.NeedRoot(t, "the native sandbox")
 }
 
 func TestExecJSONReportsTheCommandsResult(t *testing.T) {

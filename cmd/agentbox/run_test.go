@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 const runAgentFile = `name: counter
@@ -47,6 +49,7 @@ const runRules = `outputs:
     max_size: 100
     types: [text/markdown]
     required: true
+    validate: grep -q rows "$1"
 `
 
 // agentDir writes an agent file, plan and rules; body is the report's
@@ -88,12 +91,10 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // linuxBackend skips unless the native backend can run here.
 func linuxBackend(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the linux backend test runs as root (CI does); skipping as uid", os.Geteuid())
-	}
+	testenv.NeedRoot(t, "the linux backend")
 	out, _, code := runCLI(t, "exec", "--backend", "linux", "--", "true")
 	if code != 0 {
-		t.Skipf("the linux backend cannot start sessions on this host: %s", out)
+		testenv.Skipf(t, "the linux backend cannot start sessions on this host: %s", out)
 	}
 }
 
@@ -175,6 +176,16 @@ func TestRunPromotesOutputsInTheLinuxSandbox(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "promoted", "output", "report.md"))
 		if err != nil || !strings.Contains(string(b), "3 rows") {
 			t.Fatalf("promoted report: %q %v", b, err)
+		}
+	})
+	t.Run("a report its validate command rejects is not promoted", func(t *testing.T) {
+		dir := agentDir(t, "no count", true)
+		_, stderr, code := runCLI(t, "run", "--agent", filepath.Join(dir, "agent.yaml"), "--trace", filepath.Join(dir, "t.jsonl"), "count")
+		if code != 125 || !strings.Contains(stderr, `validate: command "grep -q rows \"$1\"" exited 1`) {
+			t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "promoted")); !os.IsNotExist(err) {
+			t.Fatalf("destination exists after a refused promotion: %v", err)
 		}
 	})
 	t.Run("a report that breaks the rules is not promoted and the run fails", func(t *testing.T) {

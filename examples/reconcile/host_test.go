@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/agent"
 	"github.com/agentbox/agentbox/agent/model/scripted"
 	"github.com/agentbox/agentbox/artifact"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -56,11 +57,7 @@ func readJSON(t *testing.T, path string, v any) {
 
 func needPython(t *testing.T) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is not installed; reconcile.py needs it (apt-get install python3)")
-	}
-	return py
+	return testenv.NeedCommand(t, "python3")
 }
 
 func TestReconcilePyFindsExactlyThePlantedDiscrepancies(t *testing.T) {

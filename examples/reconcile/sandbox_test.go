@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox/agentbox/agent/model"
 	"github.com/agentbox/agentbox/agent/model/scripted"
 	"github.com/agentbox/agentbox/artifact"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux"
 	"github.com/agentbox/agentbox/trace"
@@ -50,12 +51,10 @@ func copyExample(t *testing.T) string {
 
 func linuxClient(t *testing.T) sandbox.Client {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the end-to-end reconciliation runs in the linux backend, which needs root")
-	}
+	testenv.NeedRoot(t, "the end-to-end reconciliation in the linux backend")
 	c, err := linux.New(linux.Options{StateDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		t.Skipf("linux backend unavailable: %v", err)
+		testenv.Skipf(t, "linux backend unavailable: %v", err)
 	}
 	return c
 }
@@ -118,7 +117,7 @@ func runExample(t *testing.T, c sandbox.Client, m model.Model) outcome {
 		BeforeClose: func(ctx context.Context, sess sandbox.Session, res *agent.Result) error {
 			var err error
 			o.rec, err = artifact.Promote(ctx, artifact.NewSessionSource(sess), rules, o.dest,
-				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, Session: sess})
+				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, NewSession: artifact.FreshSessionLike(c, sess)})
 			return err
 		},
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // engineErr is why no engine answered, set by TestMain; tests skip with it
@@ -36,12 +38,7 @@ func TestMain(m *testing.M) {
 // testClient returns a client of the real engine, or skips (fails in CI).
 func testClient(t *testing.T) *Client {
 	t.Helper()
-	if engineErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but no Docker engine answers: %v", engineErr)
-		}
-		t.Skipf("no Docker engine answers: %v", engineErr)
-	}
+	testenv.NeedDocker(t, engineErr)
 	c, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
 	text, err := buildSeccompProfile()
 	if err != nil {
-		t.Skipf("no profile on this architecture: %v", err)
+		testenv.Skipf(t, "no profile on this architecture: %v", err)
 	}
 	var prof seccompJSON
 	if err := json.Unmarshal([]byte(text), &prof); err != nil {

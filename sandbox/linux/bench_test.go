@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -116,7 +117,7 @@ func TestIdleSessionMemory(t *testing.T) {
 	pid := s.(*session).h.InitPID
 	rss, pss, err := memoryOf(pid)
 	if err != nil {
-		t.Skipf("read smaps_rollup of the init: %v", err)
+		testenv.Skipf(t, "read smaps_rollup of the init: %v", err)
 	}
 	t.Logf("idle session init: RSS %.1f MiB, PSS %.1f MiB", float64(rss)/(1<<20), float64(pss)/(1<<20))
 	if pss > 8<<20 && !raceEnabled {

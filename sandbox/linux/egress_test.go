@@ -7,16 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
 func TestAllowListRefusesUnlistedHostsThroughTheProxy(t *testing.T) {
 	c := newTestClient(t)
 	if !hasPart(c, sandbox.PartNetworkAllowList) {
-		t.Skip("no egress proxy")
+		testenv.Skipf(t, "no egress proxy")
 	}
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
+		testenv.Skipf(t, "curl is not installed")
 	}
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
 		Mode: sandbox.NetworkAllowList, Allow: []string{"allowed.example.com"},

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -179,7 +180,7 @@ func TestLandlockAllowsWritesOnlyWhereTheSessionWrites(t *testing.T) {
 	}
 	s := newTestSession(t, c, sandbox.Spec{Mounts: []sandbox.Mount{{Source: rw, Target: "/mnt/rw"}}})
 	if !strings.HasPrefix(s.(*session).h.Landlock, "landlock ABI") {
-		t.Skipf("no landlock here: %s", s.(*session).h.Landlock)
+		testenv.Skipf(t, "no landlock here: %s", s.(*session).h.Landlock)
 	}
 	for _, p := range []string{"/workspace/f", "/tmp/f", "/dev/shm/f", "/mnt/rw/f", "/dev/null"} {
 		res := run(t, s, "sh", "-c", "echo x > "+p)

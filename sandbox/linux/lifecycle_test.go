@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 	"golang.org/x/sys/unix"
@@ -257,13 +258,11 @@ func TestDeleteByIDEndsTheInit(t *testing.T) {
 // An init that dies before it has its log still explains itself: what
 // it wrote until then is in Create's error, and nothing is left behind.
 func TestAnInitThatDiesAtOnceIsReportedWithItsOutput(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the linux backend needs root")
-	}
+	testenv.NeedRoot(t, "the linux backend")
 	dir := t.TempDir()
 	c, err := New(Options{StateDir: dir, InitBinary: "/bin/sh"}) // sh cannot open its "script", id=...
 	if err != nil {
-		t.Skipf("linux backend unavailable: %v", err)
+		testenv.Skipf(t, "linux backend unavailable: %v", err)
 	}
 	_, err = c.Create(context.Background(), sandbox.Spec{})
 	if err == nil {

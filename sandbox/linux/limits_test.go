@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 )
@@ -50,7 +51,7 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 func TestMemoryLimitOOMKills(t *testing.T) {
 	c := newTestClient(t)
 	if !hasPart(c, sandbox.PartMemory) {
-		t.Skip("no memory controller on this host")
+		testenv.Skipf(t, "no memory controller on this host")
 	}
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{MemoryBytes: 32 << 20}}})
 	// A memory bomb: a shell variable doubling until the limit is hit.
@@ -76,7 +77,7 @@ func TestMemoryLimitOOMKills(t *testing.T) {
 func TestPidsLimitBoundsAForkBomb(t *testing.T) {
 	c := newTestClient(t)
 	if !hasPart(c, sandbox.PartPids) {
-		t.Skip("no pids controller on this host")
+		testenv.Skipf(t, "no pids controller on this host")
 	}
 	const limit = 32
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{Pids: limit}}})
@@ -112,7 +113,7 @@ func readInt(t *testing.T, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Skipf("cannot read %s: %v", path, err)
+		testenv.Skipf(t, "cannot read %s: %v", path, err)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
@@ -124,7 +125,7 @@ func readInt(t *testing.T, path string) int {
 func TestCPULimitThrottlesABusyLoop(t *testing.T) {
 	c := newTestClient(t)
 	if !hasPart(c, sandbox.PartCPU) {
-		t.Skip("no cpu controller on this host")
+		testenv.Skipf(t, "no cpu controller on this host")
 	}
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{CPUs: 0.2}}})
 	g := s.(*session).g
@@ -174,7 +175,7 @@ func cpuStat(t *testing.T, dir string) map[string]int64 {
 func TestDiskQuotaStopsWritesPastTheSize(t *testing.T) {
 	c := newTestClient(t)
 	if !hasPart(c, sandbox.PartDisk) {
-		t.Skip("no mkfs.ext4 or loop devices on this host")
+		testenv.Skipf(t, "no mkfs.ext4 or loop devices on this host")
 	}
 	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 16 << 20}}})
 	res := run(t, s, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=64 2>&1; ls -l big")

@@ -2,10 +2,10 @@ package linux
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -20,12 +20,10 @@ func newTestClient(t testing.TB) *Client {
 // root or where the backend cannot run.
 func newTestClientWith(t testing.TB, opts Options) *Client {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the linux backend needs root")
-	}
+	testenv.NeedRoot(t, "the linux backend")
 	c, err := New(opts)
 	if err != nil {
-		t.Skipf("linux backend unavailable: %v", err)
+		testenv.Skipf(t, "linux backend unavailable: %v", err)
 	}
 	return c
 }

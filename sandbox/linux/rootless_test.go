@@ -1,11 +1,11 @@
 package linux
 
 import (
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox/linux/internal/asnobody"
 )
 
@@ -14,11 +14,9 @@ import (
 // resume, snapshots and the policy checks must hold there too.
 func TestConformanceRootless(t *testing.T) {
 	if asnobody.Child() {
-		t.Skip("this is the rootless run")
+		t.Skip("this is the rootless run") // not reached: the child run is given -test.run ^TestConformance$
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("rerunning the suite as nobody needs root")
-	}
+	testenv.NeedRoot(t, "rerunning the suite as nobody")
 	log, err := asnobody.Run(t, []string{"-test.v", "-test.count=1", "-test.timeout=10m", "-test.run", "^TestConformance$"}, nil)
 	failed := regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`).FindAllString(log, -1)
 	if err != nil || len(failed) > 0 || !regexp.MustCompile(`(?m)^--- PASS: TestConformance `).MatchString(log) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/local"
 )
@@ -284,7 +285,7 @@ func TestUserSwitch(t *testing.T) {
 		if !errors.Is(err, sandbox.ErrPolicyUnsupported) {
 			t.Fatalf("another user without root: err = %v, want ErrPolicyUnsupported", err)
 		}
-		t.Skip("switching users needs root; checked the refusal only")
+		testenv.Skipf(t, "switching users needs root; checked the refusal only")
 	}
 	h := newHarness(t)
 	s := h.create(t, weaker(sandbox.Spec{User: "1234:4321"}))
@@ -348,7 +349,7 @@ func TestWorkdirMapping(t *testing.T) {
 // cannot hold Exec hostage through the output pipes it inherited.
 func TestTimeoutReturnsEvenWhenAGrandchildEscapesTheGroup(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
-		t.Skip("setsid(1) is not installed")
+		testenv.Skipf(t, "setsid(1) is not installed")
 	}
 	h := newHarness(t)
 	s := h.create(t, weaker(sandbox.Spec{Workspace: t.TempDir()}))

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -237,9 +238,7 @@ func TestWriteFile(t *testing.T) {
 }
 
 func TestWriteFileSetsTheOwner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("changing file ownership needs root")
-	}
+	testenv.NeedRoot(t, "changing file ownership")
 	resolvers(t, func(t *testing.T, fx *fixture) {
 		must(t, fx.r.WriteFile("owned/deep/f", []byte("x"), 0o644, 1234, 4321))
 		for _, p := range []string{"owned", "owned/deep", "owned/deep/f"} {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func TestSplice(t *testing.T) {
@@ -86,13 +88,10 @@ func TestRowsJudgeTheTargets(t *testing.T) {
 // The bwrap peer that confines alike really runs under agentbox's filter:
 // a nested user namespace, which bwrap alone allows, is refused.
 func TestBwrapPeerRunsUnderTheSeccompFilter(t *testing.T) {
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		t.Skip("bwrap not installed")
-	}
+	bwrap := testenv.NeedCommand(t, "bwrap")
 	prog, err := seccompProgram()
 	if err != nil {
-		t.Skipf("no seccomp filter on this architecture: %v", err)
+		testenv.Skipf(t, "no seccomp filter on this architecture: %v", err)
 	}
 	ws := t.TempDir()
 	if err := os.Chmod(ws, 0o777); err != nil {
@@ -122,7 +121,7 @@ func TestBwrapPeerRunsUnderTheSeccompFilter(t *testing.T) {
 		return nil
 	}
 	if err := run(nil); err != nil {
-		t.Skipf("bwrap cannot nest a user namespace here, so the filter's refusal would prove nothing: %v", err)
+		testenv.Skipf(t, "bwrap cannot nest a user namespace here, so the filter's refusal would prove nothing: %v", err)
 	}
 	if err := run(prog); err == nil {
 		t.Fatal("unshare --user succeeded under agentbox's seccomp filter")

@@ -40,7 +40,8 @@ by agentbox run --save-state), in which case the session's workspace on the
 host is promoted from.
 
 Promoting from a directory cannot run the rules' validate commands (they run
-inside a live sandbox, through the Go API); a rule with one fails here.
+in a sandbox session, from agentbox run or the Go API); a rule with one fails
+here.
 
 Exit status: 0 when promoted, 125 when refused or on any error.`,
 		Example: `  # rules.yaml:

@@ -258,8 +258,11 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 				}
 				src = ds
 			}
-			rec, err := artifact.Promote(ctx, src, rules, promoteTo,
-				artifact.PromoteOptions{RunID: res.RunID, TraceID: res.TraceID, Session: sess})
+			// Validate commands run in a fresh session like the agent's,
+			// on the staged copies (artifact.PromoteOptions.NewSession).
+			rec, err := artifact.Promote(ctx, src, rules, promoteTo, artifact.PromoteOptions{
+				RunID: res.RunID, TraceID: res.TraceID, NewSession: artifact.FreshSessionLike(client, sess),
+			})
 			if err != nil {
 				var re *artifact.RejectedError
 				if errors.As(err, &re) {

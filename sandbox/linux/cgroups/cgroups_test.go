@@ -8,17 +8,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 func host(t *testing.T) *Host {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("creating cgroups needs root")
-	}
+	testenv.NeedRoot(t, "creating cgroups")
 	h, err := Detect()
-	if err != nil {
-		t.Skipf("no cgroups: %v", err)
-	}
+	testenv.NeedKernel(t, "cgroup v2", err)
 	return h
 }
 
@@ -26,7 +24,7 @@ func TestCreateWritesEveryRequestedLimit(t *testing.T) {
 	h := host(t)
 	for _, c := range []string{Memory, Pids, CPU} {
 		if h.Where(c) == "" {
-			t.Skipf("no %s controller here", c)
+			testenv.Skipf(t, "no %s controller here", c)
 		}
 	}
 	g, err := h.Create("test-limits", Limits{MemoryBytes: 64 << 20, Pids: 17, CPUs: 0.5})

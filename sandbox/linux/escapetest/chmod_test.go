@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -45,7 +46,7 @@ func TestChangingTheModeOfDevOrAMaskedFileFails(t *testing.T) {
 func TestChangingAHostDeviceNodeFromInsideFails(t *testing.T) {
 	before, err := os.Stat("/dev/null")
 	if err != nil {
-		t.Skip("no /dev/null on the host")
+		testenv.Skipf(t, "no /dev/null on the host")
 	}
 	s := newSession(t, sandbox.Spec{User: "0"})
 	rs := shBatch(t, s, []string{

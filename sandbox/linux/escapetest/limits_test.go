@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -136,7 +137,7 @@ func TestFillingTheDiskPastTheQuotaFails(t *testing.T) {
 
 func TestExceedingTheTimeoutKillsTheWholeTree(t *testing.T) {
 	if c := newClient(t); !enforces(c, sandbox.PartTimeout) {
-		skipOrFail(t, "this host cannot enforce %s (each command's tree needs a group of its own)", sandbox.PartTimeout)
+		testenv.Skipf(t, "this host cannot enforce %s (each command's tree needs a group of its own)", sandbox.PartTimeout)
 	}
 	s := newSession(t, sandbox.Spec{})
 	cases := []struct{ name, script string }{

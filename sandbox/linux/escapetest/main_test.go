@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux"
 )
@@ -96,28 +97,18 @@ func buildHelper(out string) error {
 	return nil
 }
 
-// skipOrFail skips a test that this host cannot run, except in CI
-// (CI=true), which runs as root with namespaces and must run them all.
-func skipOrFail(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but: "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
 // newClient returns a linux client, or skips when the backend cannot run.
 func newClient(t testing.TB) *linux.Client {
 	t.Helper()
-	if os.Geteuid() != 0 && !rootless() {
-		skipOrFail(t, "escape tests need root (TestEveryAttackAlsoFailsRootless runs them as nobody)")
+	if !rootless() {
+		testenv.NeedRoot(t, "the escape tests (TestEveryAttackAlsoFailsRootless runs them as nobody)")
 	}
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	c, err := linux.New(linux.Options{StateDir: stateDir, Logger: backendLog.logger()})
 	if err != nil {
-		skipOrFail(t, "linux backend unavailable: %v", err)
+		testenv.Skipf(t, "linux backend unavailable: %v", err)
 	}
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -224,7 +225,7 @@ func TestOpeningARawSocketFails(t *testing.T) {
 func TestReadingInjectedCredentialsFails(t *testing.T) {
 	c := newClient(t)
 	if !enforces(c, sandbox.PartNetworkAllowList) {
-		t.Skip("no allow-list on this host (refusal tested in TestReachingAnUnlistedHostThroughTheProxyFails)")
+		testenv.Skipf(t, "no allow-list on this host (refusal tested in TestReachingAnUnlistedHostThroughTheProxyFails)")
 	}
 	cred := secret(t)
 	got := make(chan string, 8)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -87,7 +88,7 @@ func TestASetuidBinaryGainsNothing(t *testing.T) {
 		binary.LittleEndian.PutUint32(xattr[0:], 0x02000000|1)
 		binary.LittleEndian.PutUint32(xattr[4:], 1<<unix.CAP_NET_RAW)
 		if err := unix.Setxattr(p, "security.capability", xattr, 0); err != nil {
-			t.Skipf("the host filesystem of the workspace takes no file capabilities: %v", err)
+			testenv.Skipf(t, "the host filesystem of the workspace takes no file capabilities: %v", err)
 		}
 		mustFailAt(t, s, "/workspace/fcap-attack", []string{"EPERM"}, "raw-socket")
 		r := execIn(t, s, sandbox.ExecRequest{Cmd: []string{"/workspace/fcap-attack", "ids"}})
@@ -97,7 +98,7 @@ func TestASetuidBinaryGainsNothing(t *testing.T) {
 	})
 	t.Run("the host's setuid-root su", func(t *testing.T) {
 		if fi, err := os.Stat("/usr/bin/su"); err != nil || fi.Mode()&os.ModeSetuid == 0 {
-			t.Skip("the host has no setuid-root /usr/bin/su")
+			testenv.Skipf(t, "the host has no setuid-root /usr/bin/su")
 		}
 		// su waits for a password on its terminal; meanwhile its
 		// credentials show whether the setuid bit took effect.

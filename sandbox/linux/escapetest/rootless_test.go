@@ -23,7 +23,8 @@ func rootless() bool { return asnobody.Child() }
 func rootlessHelperDir() string { return os.Getenv("FILES") }
 
 // skipRootless skips a test, in the rootless run only, whose set-up needs
-// root on the host.
+// root on the host. A plain skip, not testenv's: it is what the rootless
+// run is, not something the host lacks (and the child run has no CI=true).
 func skipRootless(t *testing.T, why string) {
 	t.Helper()
 	if rootless() {
@@ -33,7 +34,7 @@ func skipRootless(t *testing.T, why string) {
 
 func TestEveryAttackAlsoFailsRootless(t *testing.T) {
 	if rootless() {
-		t.Skip("this is the rootless run")
+		t.Skip("this is the rootless run") // not reached: the child run is given -test.skip for it
 	}
 	newClient(t) // as root: builds the helper, or skips
 	log, err := asnobody.Run(t, []string{"-test.v", "-test.count=1", "-test.timeout=15m",

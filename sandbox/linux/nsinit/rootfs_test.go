@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,9 +18,7 @@ import (
 // taking the namespace with it.
 func inMountNamespace(t *testing.T, f func()) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting needs root")
-	}
+	testenv.NeedRoot(t, "mounting")
 	setup := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
@@ -37,7 +36,7 @@ func inMountNamespace(t *testing.T, f func()) {
 		f()
 	}()
 	if err := <-setup; err != nil {
-		t.Skipf("no private mount namespace: %v", err)
+		testenv.NeedKernel(t, "private mount namespace", err)
 	}
 	<-done
 }

@@ -4,10 +4,10 @@ package seccomp
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,9 +39,7 @@ func TestNamespaceAndMountToolsFailUnderTheFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := exec.LookPath(tt.argv[0]); err != nil {
-				t.Skipf("%s is not installed", tt.argv[0])
-			}
+			testenv.NeedCommand(t, tt.argv[0])
 			out, code := childExit(t, "exec", tt.argv...)
 			if code == 0 {
 				t.Fatalf("%v succeeded under the filter: %s", tt.argv, out)

@@ -4,11 +4,11 @@ package seccomp
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,9 +42,7 @@ func TestDeniedSyscallsFailUnderTheFilter(t *testing.T) {
 // each probe's arguments make the kernel fail it some other way, so the
 // EPERM seen under the filter is the filter's doing, not the kernel's.
 func TestDeniedSyscallsAreNotEPERMWithoutTheFilter(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("control run needs root: unprivileged, the kernel itself answers EPERM to most probes")
-	}
+	testenv.NeedRoot(t, "the control run (unprivileged, the kernel itself answers EPERM to most probes)")
 	got := probeResults(t, false)
 	for _, p := range probes() {
 		if p.noControl || p.want != unix.EPERM {
@@ -69,31 +67,26 @@ func TestOrdinaryProgramsWorkUnderTheFilter(t *testing.T) {
 		{"a subshell forks and waits", []string{"/bin/sh", "-c", "(exit 3); echo $?"}, "3\n"},
 	}
 	// The system python first: version-manager shims (pyenv) are slow
-	// shell scripts.
-	py, err := exec.LookPath("/usr/bin/python3")
-	if err != nil {
-		py, err = exec.LookPath("python3")
+	// shell scripts. Both programs are always tried: one that is not
+	// installed is a skip (a failure in CI), not a case left out.
+	py := "python3"
+	if _, err := exec.LookPath("/usr/bin/python3"); err == nil {
+		py = "/usr/bin/python3"
 	}
-	if err == nil {
-		tests = append(tests, struct {
-			name string
-			argv []string
-			want string
-		}{"python starts threads (glibc falls back from clone3)", []string{py, "-c",
-			"import threading; ts=[threading.Thread(target=lambda: None) for _ in range(4)]; [t.start() for t in ts]; [t.join() for t in ts]; print('ok')"}, "ok\n"})
-	}
-	if _, err := exec.LookPath("git"); err == nil {
-		tests = append(tests, struct {
+	tests = append(tests, struct {
+		name string
+		argv []string
+		want string
+	}{"python starts threads (glibc falls back from clone3)", []string{py, "-c",
+		"import threading; ts=[threading.Thread(target=lambda: None) for _ in range(4)]; [t.start() for t in ts]; [t.join() for t in ts]; print('ok')"}, "ok\n"},
+		struct {
 			name string
 			argv []string
 			want string
 		}{"git runs", []string{"git", "--version"}, "git version"})
-	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := exec.LookPath(tt.argv[0]); err != nil {
-				t.Skipf("%s is not installed", tt.argv[0])
-			}
+			testenv.NeedCommand(t, tt.argv[0])
 			out := child(t, "exec", true, tt.argv...)
 			if !strings.Contains(out, tt.want) {
 				t.Errorf("output %q does not contain %q", out, tt.want)
