@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"maps"
 	"path"
@@ -298,15 +299,29 @@ func (m *memSession) ListDir(_ context.Context, p string) ([]sandbox.FileInfo, e
 	return out, nil
 }
 
-// Exec runs the one command the tool runs, rm -f -- rel.
-func (m *memSession) Exec(_ context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+// Start runs the one command the tool runs, rm -f -- rel, at once.
+func (m *memSession) Start(_ context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if len(req.Cmd) != 4 || req.Cmd[0] != "rm" || req.Cmd[1] != "-f" || req.Cmd[2] != "--" {
-		return sandbox.ExecResult{}, errors.New("memSession runs only rm -f -- path")
+		return nil, errors.New("memSession runs only rm -f -- path")
 	}
 	rel, err := m.resolve(req.Cmd[3])
 	if err != nil {
-		return sandbox.ExecResult{}, err
+		return nil, err
 	}
 	delete(m.files, rel)
-	return sandbox.ExecResult{}, nil
+	return ended{}, nil
 }
+
+// ended is a process that has exited 0 without output.
+type ended struct{ sandbox.Process }
+
+func (ended) Stdin() io.WriteCloser                            { return nopCloser{io.Discard} }
+func (ended) Stdout() io.Reader                                { return strings.NewReader("") }
+func (ended) Stderr() io.Reader                                { return strings.NewReader("") }
+func (ended) Wait(context.Context) (sandbox.ExitStatus, error) { return sandbox.ExitStatus{}, nil }
+func (ended) Kill(context.Context) error                       { return nil }
+func (ended) Close() error                                     { return nil }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
