@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
@@ -96,12 +94,6 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 	if err := m.Validate(manifest.ValidateOptions{Base: sc.ManifestBase, Trusted: sc.TrustedManifest}); err != nil {
 		return fmt.Errorf("agent: validate manifest: %w", err)
 	}
-	uid, gid := parseUser(spec.User)
-	if spec.User == "" {
-		if u, g, ok := m.RunAsIDs(); ok {
-			uid, gid = u, g
-		}
-	}
 	dir := spec.Workspace
 	if dir == "" || spec.Snapshot != "" {
 		tmp, err := os.MkdirTemp("", "agentbox-workspace-")
@@ -109,17 +101,19 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 			return fmt.Errorf("agent: make workspace directory: %w", err)
 		}
 		o.tempDirs = append(o.tempDirs, tmp)
-		// The sandbox user must own its workspace. Without privilege the
-		// chown fails and the backend maps our own id instead.
-		if os.Geteuid() == 0 {
-			if err := os.Chown(tmp, uid, gid); err != nil {
-				return fmt.Errorf("agent: give workspace %s to %d:%d: %w", tmp, uid, gid, err)
-			}
+		// Entered by the sandbox's ids, which the backend maps to its
+		// owner's (this process's).
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return fmt.Errorf("agent: make workspace directory: %w", err)
 		}
 		dir = tmp
 		if spec.Snapshot == "" {
 			spec.Workspace = tmp
 		}
+	}
+	uid, gid, err := manifest.OwnerOf(dir)
+	if err != nil {
+		return fmt.Errorf("agent: materialize manifest into %s: %w", dir, err)
 	}
 	mat, err := m.Materialize(ctx, dir, manifest.MaterializeOptions{Base: sc.ManifestBase, Trusted: sc.TrustedManifest, UID: uid, GID: gid})
 	if err != nil {
@@ -144,27 +138,6 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 		spec.User = mat.User
 	}
 	return nil
-}
-
-// parseUser reads "uid[:gid]", defaulting to the sandbox defaults.
-func parseUser(u string) (int, int) {
-	uid, gid := sandbox.DefaultUID, sandbox.DefaultGID
-	if u == "" {
-		return uid, gid
-	}
-	us, gs, hasGID := strings.Cut(u, ":")
-	if n, err := strconv.Atoi(us); err == nil {
-		uid = n
-		if !hasGID {
-			gid = n
-		}
-	}
-	if hasGID {
-		if n, err := strconv.Atoi(gs); err == nil {
-			gid = n
-		}
-	}
-	return uid, gid
 }
 
 func (o *openedSession) removeTemp() {

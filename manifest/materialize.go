@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/atfile"
@@ -27,8 +28,8 @@ type MaterializeOptions struct {
 	// carries grants or reaches outside Base.
 	Trusted bool
 	// UID and GID own everything written; -1 keeps the writer's own id.
-	// Note that 0 means root: pass sandbox.DefaultUID/DefaultGID (or the
-	// run_as user's ids) for an unprivileged sandbox user.
+	// What is in a workspace belongs to the workspace directory's owner
+	// (the backends map that owner to the sandbox user): pass OwnerOf's.
 	UID, GID int
 	// Progress, when set, is told the bytes copied so far and the total
 	// expected (files, copies; git clones are not counted ahead).
@@ -401,4 +402,22 @@ func (p *progressReader) Read(b []byte) (int, error) {
 		p.w.progress(p.w.done, p.w.total)
 	}
 	return n, err
+}
+
+// OwnerOf is who what is written into the workspace dir must belong to:
+// the directory's owner, as root; -1, -1 (the writer itself, who cannot
+// give files away) otherwise.
+func OwnerOf(dir string) (uid, gid int, err error) {
+	if os.Geteuid() != 0 {
+		return -1, -1, nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fmt.Errorf("owner of %s: no stat", dir)
+	}
+	return int(st.Uid), int(st.Gid), nil
 }

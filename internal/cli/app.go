@@ -50,10 +50,6 @@ type BackendOptions struct {
 	Logger    *slog.Logger
 	Image     string
 	Warn      io.Writer
-	// FirstSession says a session is created right after the backend is
-	// opened (exec): a backend may start preparing it (see
-	// linux.Options.FirstSession).
-	FirstSession bool
 }
 
 // Backend makes a backend's client.

@@ -19,7 +19,7 @@ func Linux(opts BackendOptions) (sandbox.Client, error) {
 			return nil, err
 		}
 	}
-	return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, StateDir: dir, FirstSession: opts.FirstSession})
+	return linux.New(linux.Options{Snapshots: opts.Snapshots, Logger: opts.Logger, StateDir: dir})
 }
 
 // stateDirEnv names the linux backend's state directory (one directory

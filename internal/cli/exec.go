@@ -99,7 +99,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 				return Fail(fmt.Errorf("exec: %w", err))
 			}
 			defer pw.cleanup()
-			client, err := a.OpenBackend(sf.backend, sf.backendOptions(pw, true))
+			client, err := a.OpenBackend(sf.backend, sf.backendOptions(pw))
 			if err != nil {
 				return Fail(err)
 			}

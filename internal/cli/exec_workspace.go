@@ -75,24 +75,20 @@ func (w *workspaceFlags) prepare(ctx context.Context, spec *sandbox.Spec, userGi
 		if err != nil {
 			return nil, err
 		}
-		// The sandbox user must be able to enter and write its workspace.
+		// Entered by the sandbox's ids, which the backend maps to its
+		// owner's (this process's).
 		if err := os.Chmod(dir, 0o755); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
-		}
-		if os.Geteuid() == 0 {
-			if err := os.Chown(dir, sandbox.DefaultUID, sandbox.DefaultGID); err != nil {
-				os.RemoveAll(dir)
-				return nil, err
-			}
 		}
 		spec.Workspace = dir
 		pw.cleanup = func() { os.RemoveAll(dir) }
 		pw.temp = dir
 	}
-	uid, gid := -1, -1
-	if os.Geteuid() == 0 {
-		uid, gid = sandbox.DefaultUID, sandbox.DefaultGID
+	uid, gid, err := manifest.OwnerOf(spec.Workspace)
+	if err != nil {
+		pw.cleanup()
+		return nil, err
 	}
 	mat, err := m.Materialize(ctx, spec.Workspace, manifest.MaterializeOptions{Base: base, Trusted: true, UID: uid, GID: gid})
 	if err != nil {

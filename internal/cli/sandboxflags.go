@@ -56,16 +56,15 @@ func (sf *sandboxFlags) changed(fl *pflag.FlagSet) []string {
 	return set
 }
 
-// backendOptions are the options the backend is opened with; first says
-// a session follows at once.
-func (sf *sandboxFlags) backendOptions(pw *preparedWorkspace, first bool) BackendOptions {
+// backendOptions are the options the backend is opened with.
+func (sf *sandboxFlags) backendOptions(pw *preparedWorkspace) BackendOptions {
 	level := slog.LevelWarn
 	if sf.verbose {
 		level = slog.LevelDebug
 	}
 	bo := BackendOptions{
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-		Image:  sf.exec.image, Warn: os.Stderr, FirstSession: first,
+		Image:  sf.exec.image, Warn: os.Stderr,
 	}
 	if pw.store != nil {
 		bo.Snapshots = pw.store

@@ -216,7 +216,7 @@ func (a *App) sessionCreate() *cobra.Command {
 			if err != nil {
 				return Fail(fmt.Errorf("session create: %w", err))
 			}
-			client, err := a.OpenBackend(sf.backend, sf.backendOptions(pw, true))
+			client, err := a.OpenBackend(sf.backend, sf.backendOptions(pw))
 			if err != nil {
 				pw.cleanup()
 				return Fail(err)

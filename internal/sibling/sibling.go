@@ -26,6 +26,9 @@ type Program struct {
 // it (execve resolves it before it closes close-on-exec descriptors).
 func (p *Program) Path() string { return "/proc/self/fd/" + strconv.Itoa(int(p.f.Fd())) }
 
+// Fd is the descriptor the program is held at.
+func (p *Program) Fd() uintptr { return p.f.Fd() }
+
 // Close releases the program.
 func (p *Program) Close() error { return p.f.Close() }
 

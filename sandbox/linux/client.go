@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/sibling"
@@ -46,13 +45,17 @@ type Options struct {
 	// (see cmd/agentbox-init; it starts faster than a large program), else
 	// this executable.
 	InitBinary string
-	// FirstSession has New start building the network namespace of the
-	// first session Create makes, while the rest of the set-up runs (it
-	// is the costliest part of a session's start: ~0.8 ms here). Set it
-	// when a session follows at once, as `agentbox exec` does; a Client
-	// that makes none keeps one parked thread and an empty namespace.
-	FirstSession bool
+	// IDs is the block of host ids sessions take theirs from, as root
+	// (see ids.go). Zero means the "agentbox" entries of /etc/subuid and
+	// /etc/subgid, else a default block no host account uses.
+	IDs IDRange
 }
+
+// initFD is the lowest descriptor number the init program is held at:
+// above every descriptor the init is started with (control.Fd* and the
+// group directories), which the child's start puts in place before it
+// execs the program through /proc/self/fd.
+const initFD = 64
 
 // DefaultStateDir is where session state lives when Options.StateDir is
 // empty.
@@ -65,17 +68,18 @@ type Client struct {
 	cg       *cgroups.Host
 	enforces []Part
 	notes    []string
-	// exe is the program started as each session's init.
-	exe string
+	// exe is the program started as each session's init: the
+	// /proc/self/fd path of initFile, the checked agentbox-init beside
+	// this program, or Options.InitBinary, or this program.
+	exe      string
+	initFile *os.File
 	// rootless: not root, so each session gets a user namespace (see
 	// startInit) and what needs host privileges is not claimed.
 	rootless bool
 	// newID makes session ids (replaced by tests to recognise theirs).
 	newID func() string
-	// firstNet is the first session's network namespace in the making
-	// (Options.FirstSession), taken by the first Create that needs one.
-	firstMu  sync.Mutex
-	firstNet *netThread
+	// slots hands out each session's host ids (as root).
+	slots idSlots
 }
 
 // Part is a policy part (an alias kept short for this package's tables).
@@ -107,13 +111,13 @@ func New(opts Options) (_ *Client, err error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Client{opts: opts, log: opts.Logger, newID: newID, rootless: rootless}
-	if opts.FirstSession && !rootless {
-		c.firstNet = startNetThread() // first: its thread takes a while to start
-		defer func() {
-			if err != nil {
-				c.firstNet.release() // no Client, no session to take it
-			}
-		}()
+	if !rootless {
+		block, from, err := findIDs(opts.IDs, "/etc")
+		if err != nil {
+			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("no host ids for sandboxes: %w", err))
+		}
+		c.slots = idSlots{block: block, dir: filepath.Join(opts.StateDir, "ids")}
+		c.notes = append(c.notes, fmt.Sprintf("identity: each session has a user namespace whose ids map to %d host ids of its own, from %s (%s); the workspace and mounts are idmapped to their owners", sessionIDs, block, from))
 	}
 	if rootless {
 		if err := userNamespacesAllowed(); err != nil {
@@ -140,20 +144,36 @@ func New(opts Options) (_ *Client, err error) {
 	if err != nil {
 		return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("find the agentbox binary to re-execute: %w", err))
 	}
-	c.exe = exe
+	// The init program is held open and started from its descriptor
+	// (/proc/self/fd/N): it is the file that was checked, and the init,
+	// whose ids are no host account's, need not be able to walk the path
+	// to it (a program in a private directory is still its own init).
+	init := exe
+	var fd int
 	if opts.InitBinary != "" {
-		c.exe = opts.InitBinary
+		init = opts.InitBinary
 	} else if p, err := sibling.Open("agentbox-init"); err == nil {
-		// Started by its path, not from the checked descriptor: the init
-		// is cloned into new namespaces, where the kernel does not exec
-		// through the /proc/self/fd link of the parent's. The rule's check
-		// of the directory is what holds: only root or this program's
-		// owner can change what the path names.
-		c.exe = p.Name
+		init = p.Name
+		fd, err = unix.FcntlInt(p.Fd(), unix.F_DUPFD_CLOEXEC, initFD)
 		p.Close()
+		if err != nil {
+			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("hold %s: %w", init, err))
+		}
 	} else if !sibling.IsMissing(err) {
 		c.notes = append(c.notes, "agentbox-init beside this program is not used: "+err.Error())
 	}
+	if fd == 0 {
+		o, err := unix.Open(init, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err == nil {
+			fd, err = unix.FcntlInt(uintptr(o), unix.F_DUPFD_CLOEXEC, initFD)
+			unix.Close(o)
+		}
+		if err != nil {
+			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("open the init program %s: %w", init, err))
+		}
+	}
+	c.initFile = os.NewFile(uintptr(fd), init)
+	c.exe = "/proc/self/fd/" + strconv.Itoa(fd)
 	cg, err := cgroups.Detect()
 	if err != nil {
 		c.notes = append(c.notes, err.Error())

@@ -101,7 +101,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		ws = filepath.Join(c.opts.StateDir, id+".workspace")
 	}
 	cfg := &control.Config{Rootless: c.rootless,
-		ID: id, Root: dir, Workspace: ws, Workdir: workdirOf(spec),
+		ID: id, Root: control.RootMountPoint, Workspace: ws, Workdir: workdirOf(spec),
 		Mounts: spec.Mounts, ReadOnly: spec.Policy.Filesystem.ReadOnly, Deny: spec.Policy.Filesystem.Deny,
 		UID: uid, GID: gid, Network: spec.Policy.Network.EffectiveMode(),
 		TmpBytes: defaultTmpBytes, FileSize: defaultFileSize, NoFile: defaultNoFile,
@@ -112,17 +112,17 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	}
 	cfg.SessionTimeout = int64(spec.Policy.Resources.SessionTimeout)
 
-	// The host side is set up while the init starts (its Go runtime's
-	// start is the longest step of a session start): the init gets its
-	// descriptors with its config. What mounts on the host (a disk
-	// quota's image) or takes long (a snapshot's restore) is done before
-	// the init exists, whose mount namespace is a copy of the host's at
-	// its start.
-	late := spec.Policy.Resources.DiskBytes == 0 && spec.Snapshot == ""
-	if !late {
-		if err := c.prepareHost(ctx, &st, &h, &u, spec, ws, uid, gid, adopt); err != nil {
+	// As root, the session's user namespace maps its ids to a slot of
+	// host ids of its own (see ids.go).
+	if !c.rootless {
+		if h.IDBase, err = c.slots.claim(id, dir); err != nil {
 			return nil, err
 		}
+		base := h.IDBase
+		u.push(func() { c.slots.release(base, id) })
+		cfg.Idmapped = true
+	} else {
+		cfg.Root = dir // the rootless init is the user: it reaches its own directories
 	}
 	g, err := c.cg.Create(id, cgroups.Limits{
 		MemoryBytes: spec.Policy.Resources.MemoryBytes,
@@ -133,30 +133,29 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		return nil, sandbox.Wrap(op, nil, err)
 	}
 	u.push(func() { _ = g.Remove() })
-	// The first session's network namespace may be in the making already
-	// (Options.FirstSession): taken only now, so that a spec refused
-	// above leaves it to the next Create.
-	var nt *netThread
-	if cfg.Network != sandbox.NetworkHost {
-		c.firstMu.Lock()
-		nt, c.firstNet = c.firstNet, nil
-		c.firstMu.Unlock()
-		if nt != nil {
-			defer nt.release()
+	if h.IDBase != 0 {
+		if err := g.Delegate(int(h.IDBase), int(h.IDBase)); err != nil {
+			return nil, sandbox.Wrap(op, nil, err)
 		}
 	}
-	l, err := c.launchInit(cfg, g, nt)
+	// The host side is set up while the init starts (its Go runtime's
+	// start is the longest step of a session start): the init gets the
+	// workspace and the mounts as descriptors with its config.
+	l, err := c.launchInit(cfg, g, h.IDBase)
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
 	defer l.close()
 	child = l.child
 	pid := child.proc.Pid
-	if late {
-		if err := c.prepareHost(ctx, &st, &h, &u, spec, ws, uid, gid, adopt); err != nil {
-			return nil, err
-		}
+	if err := c.prepareHost(ctx, &st, &h, &u, spec, ws, adopt); err != nil {
+		return nil, err
 	}
+	srcs, err := c.sources(cfg, h.IDBase)
+	if err != nil {
+		return nil, sandbox.Wrap(op, nil, err)
+	}
+	defer control.CloseAll(srcs)
 	if made := recordMadeDirs(ws, cfg); len(made) > 0 {
 		h.MadeDirs = made
 		u.push(func() { _ = removeMadeDirs(made) }) // after the init is killed
@@ -172,7 +171,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	if err := writeState(dir, st); err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
-	report, err := l.configure(ctx, h.Socket, dir, cfg)
+	report, err := l.configure(ctx, h.Socket, dir, cfg, srcs)
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
@@ -195,7 +194,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 
 // prepareHost makes the session directory and the workspace (fresh, on a
 // size-limited image, or seeded from a snapshot), each with its undo.
-func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles, u *undo, spec sandbox.Spec, ws string, uid, gid int, adopt bool) error {
+func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles, u *undo, spec sandbox.Spec, ws string, adopt bool) error {
 	const op = "linux: create"
 	dir := h.StateDir
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -210,16 +209,11 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles,
 		st.OwnsWorkspace = true
 		if spec.Policy.Resources.DiskBytes > 0 {
 			img := filepath.Join(dir, "disk.img")
-			if err := mountDisk(ctx, img, ws, spec.Policy.Resources.DiskBytes, uid, gid); err != nil {
+			if err := mountDisk(ctx, img, ws, spec.Policy.Resources.DiskBytes, os.Getuid(), os.Getgid()); err != nil {
 				return sandbox.Wrap(op, nil, err)
 			}
 			h.DiskImage = img
 			u.push(func() { unmountDisk(ws) })
-		}
-		if c.rootless {
-			// Already the sandbox user's: rootless, that user is us.
-		} else if err := os.Chown(ws, uid, gid); err != nil {
-			return sandbox.Wrap(op, nil, fmt.Errorf("give the workspace to %d:%d: %w", uid, gid, err))
 		}
 	}
 	if spec.Snapshot != "" {

@@ -37,7 +37,7 @@ func (l *launched) close() { _ = l.setup.Close() }
 // session's group directories (the spawning thread joins them at once);
 // the number of the control socket configure sends is held by a
 // placeholder, so that nothing else in the init takes it.
-func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, nt *netThread) (_ *launched, err error) {
+func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) (_ *launched, err error) {
 	args := control.Args{ID: cfg.ID, Join: len(g.ThreadDirs())}
 	trackDir, thread := g.Tracking()
 	if trackDir != "" {
@@ -95,19 +95,29 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, nt *netThread
 		extra = append(extra, f)
 	}
 
-	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if cfg.Network != sandbox.NetworkHost {
 		flags |= unix.CLONE_NEWNET
 	}
 	sys := &syscall.SysProcAttr{Cloneflags: flags, Setsid: true}
-	if cfg.Rootless {
+	if !cfg.Rootless {
+		// The session's user namespace maps its ids 0..sessionIDs-1 to
+		// its slot of host ids: the init is root in it (so it builds the
+		// sandbox with capabilities over the session's namespaces only),
+		// and root inside is no one outside.
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: sessionIDs}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(base), Size: sessionIDs}}
+		sys.GidMappingsEnableSetgroups = true
+		// Host root is no id of the namespace: the child becomes its root
+		// before it execs the init, which keeps its capabilities then.
+		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	} else {
 		// A user namespace of the session's own in which the sandbox
 		// user is the only id and maps to ours (an unprivileged map can
 		// name no other). The init runs as that user, not as root, and
 		// keeps the capabilities it needs to build the sandbox (over its
 		// own namespaces only) as ambient ones across its execve; the
 		// spawning thread drops them all, as it does as root.
-		sys.Cloneflags |= unix.CLONE_NEWUSER
 		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.UID, HostID: os.Geteuid(), Size: 1}}
 		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: cfg.GID, HostID: os.Getegid(), Size: 1}}
 		last, err := nsinit.LastCap() // this kernel's, not the headers': an unknown one cannot be raised
@@ -147,16 +157,7 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, nt *netThread
 			err = cmd.Start()
 		}
 	}
-	if nt != nil && sys.Cloneflags&unix.CLONE_NEWNET != 0 {
-		nt.fork(func(made bool) {
-			if made {
-				sys.Cloneflags &^= unix.CLONE_NEWNET // born in the thread's
-			}
-			start()
-		})
-	} else {
-		start()
-	}
+	start()
 	if err != nil {
 		return nil, fmt.Errorf("start init %s: %w", c.exe, err)
 	}
@@ -182,10 +183,11 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, nt *netThread
 	return l, nil
 }
 
-// configure gives the launched init its control socket (bound at sock)
-// and its log (in dir) with its config, and waits until it serves (or
-// says why it cannot). It returns the init's landlock report.
-func (l *launched) configure(ctx context.Context, sock, dir string, cfg *control.Config) (string, error) {
+// configure gives the launched init its control socket (bound at sock),
+// its log (in dir) and its sources (the workspace's and the mounts')
+// with its config, and waits until it serves (or says why it cannot). It
+// returns the init's landlock report.
+func (l *launched) configure(ctx context.Context, sock, dir string, cfg *control.Config, sources []*os.File) (string, error) {
 	ln, err := control.Listen(sock)
 	if err != nil {
 		return "", fmt.Errorf("listen on %s: %w", sock, err)
@@ -207,7 +209,7 @@ func (l *launched) configure(ctx context.Context, sock, dir string, cfg *control
 		deadline = d
 	}
 	_ = l.setup.SetDeadline(deadline)
-	if err := control.Send(l.setup, cfg, lnFile, logf); err != nil {
+	if err := control.Send(l.setup, cfg, append([]*os.File{lnFile, logf}, sources...)...); err != nil {
 		return "", fmt.Errorf("send config to init: %w%s", err, l.earlyOutput())
 	}
 	var ready control.Ready

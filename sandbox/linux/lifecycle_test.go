@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,7 +115,7 @@ func TestFailedCreateLeavesNothingBehind(t *testing.T) {
 			if err == nil {
 				t.Fatal("create succeeded")
 			}
-			entries, _ := os.ReadDir(c.opts.StateDir)
+			entries := sessionEntries(c.opts.StateDir)
 			if len(entries) > 0 {
 				t.Errorf("state directory not empty after a failed create: %v", names(entries))
 			}
@@ -271,7 +272,7 @@ func TestAnInitThatDiesAtOnceIsReportedWithItsOutput(t *testing.T) {
 	if !strings.Contains(err.Error(), "init output:") || !strings.Contains(err.Error(), "id=") {
 		t.Errorf("create error lacks what the init wrote: %v", err)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+	if entries := sessionEntries(dir); len(entries) > 0 {
 		t.Errorf("state directory not empty after the failed create: %v", names(entries))
 	}
 }
@@ -325,4 +326,11 @@ func TestTheInitSurvivesEverySignalButSIGKILL(t *testing.T) {
 	if !strings.Contains(string(res.Stdout), "\nSigIgn:\t0000000000000000\n") {
 		t.Errorf("a command starts with signals ignored:\n%s", res.Stdout)
 	}
+}
+
+// sessionEntries lists what a state directory holds of sessions: all but
+// the id slots every session of it shares (ids/, see ids.go).
+func sessionEntries(dir string) []os.DirEntry {
+	entries, _ := os.ReadDir(dir)
+	return slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == "ids" })
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox/linux/control"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
@@ -207,13 +209,32 @@ func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode fs.
 	if err != nil {
 		return err
 	}
-	uid, gid := s.uid, s.gid
-	if s.c.rootless {
-		// The session user is this process's user: what it creates is
-		// the session user's already, and a chown could only fail.
-		uid, gid = -1, -1
+	if s.h.IDBase == 0 {
+		// Rootless: the session user is this process's user, and what it
+		// creates is the session user's already.
+		return r.WriteFile(rel, data, mode, -1, -1)
 	}
-	return r.WriteFile(rel, data, mode, uid, gid)
+	// The workspace is idmapped (see idmap.go): what is made in it must be
+	// made as the session user, whose host ids the mount maps to the
+	// owner's, and so lands as the owner's.
+	return asHostIDs(int(s.h.IDBase)+s.uid, int(s.h.IDBase)+s.gid, func() error {
+		return r.WriteFile(rel, data, mode, -1, -1)
+	})
+}
+
+// asHostIDs runs f on a thread whose file-system ids are uid and gid, and
+// sets them back after. File-system ids are per thread: the goroutine is
+// locked to its thread meanwhile, so every call f makes uses them.
+func asHostIDs(uid, gid int, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Setfsgid(gid)
+	unix.Setfsuid(uid)
+	defer func() {
+		unix.Setfsuid(0)
+		unix.Setfsgid(0)
+	}()
+	return f()
 }
 
 // ListDir lists a directory as the sandbox sees it.
@@ -342,6 +363,7 @@ func (c *Client) ownStateDir(h handles) string {
 // release removes what a stopped session owns on the host.
 func (c *Client) release(st sandbox.State, h handles) error {
 	var errs []error
+	defer c.slots.release(h.IDBase, st.ID)
 	if err := removeMadeDirs(h.MadeDirs); err != nil {
 		errs = append(errs, err)
 	}

@@ -22,6 +22,9 @@ type handles struct {
 	// InitPID is the init's pid on the host; InitAlive tells it from a
 	// recycled one.
 	InitPID int `json:"init_pid"`
+	// IDBase is the first host id of the session's user namespace (0 for
+	// a rootless session, which maps the caller's own id only).
+	IDBase uint32 `json:"id_base,omitempty"`
 	// Landlock is the init's report of the landlock domain it entered.
 	Landlock string `json:"landlock,omitempty"`
 	// Deadline is when the session timeout ends the session.

@@ -370,3 +370,27 @@ func writeFile(path, value string) error {
 // Dir is the group's directory in one hierarchy: "v2", or a v1
 // controller name (memory, pids, cpu); "" when the group has none there.
 func (g *Group) Dir(hierarchy string) string { return g.dirs[hierarchy] }
+
+// Delegate gives the session's groups to the host ids uid and gid (the
+// root of the session's user namespace), as far as its init needs them:
+// the files through which its threads and commands are moved (tasks,
+// cgroup.procs), and the tracking directory, where it makes a group per
+// command. The limit files stay root's, so nothing in the session can
+// raise its own limits.
+func (g *Group) Delegate(uid, gid int) error {
+	track, _ := g.Tracking()
+	for _, dir := range g.dirs {
+		if dir == track {
+			if err := os.Lchown(dir, uid, gid); err != nil {
+				return fmt.Errorf("cgroups: delegate %s: %w", dir, err)
+			}
+		}
+		for _, f := range []string{"tasks", "cgroup.procs"} {
+			err := os.Lchown(filepath.Join(dir, f), uid, gid)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("cgroups: delegate %s: %w", filepath.Join(dir, f), err)
+			}
+		}
+	}
+	return nil
+}

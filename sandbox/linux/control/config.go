@@ -13,19 +13,25 @@ import (
 // one JSON packet on the setup socket. Nothing else crosses.
 type Config struct {
 	ID string `json:"id"`
-	// Root is the host directory the init mounts its root tmpfs on, in
-	// its own mount namespace: the session directory itself, which the
-	// init needs no more once it holds its descriptors (the host keeps
-	// seeing what is in it).
+	// Root is where, in its own mount namespace, the init mounts the tmpfs
+	// it builds the sandbox's root on: RootMountPoint, which any uid
+	// reaches (as root, the init's ids are no host account's), or, for a
+	// rootless session, the session directory.
 	Root string `json:"root"`
 	// Workspace is the host directory bound read-write at Workdir.
 	Workspace string          `json:"workspace"`
 	Workdir   string          `json:"workdir"`
 	Mounts    []sandbox.Mount `json:"mounts,omitempty"`
-	ReadOnly  []string        `json:"read_only,omitempty"`
-	Deny      []string        `json:"deny,omitempty"`
-	UID       int             `json:"uid"`
-	GID       int             `json:"gid"`
+	// Idmapped says the workspace and the Mounts' sources come with the
+	// config as detached mounts (see Sources), idmapped so that their
+	// owners' files are the session user's, for move_mount to put in
+	// place: the init walks no host path to them. Otherwise (rootless)
+	// the init binds them by path, as the user it runs as.
+	Idmapped bool     `json:"idmapped,omitempty"`
+	ReadOnly []string `json:"read_only,omitempty"`
+	Deny     []string `json:"deny,omitempty"`
+	UID      int      `json:"uid"`
+	GID      int      `json:"gid"`
 	// Network is the effective network mode; with NetworkHost the init
 	// keeps the host's network namespace (only with AllowWeaker).
 	Network sandbox.NetworkMode `json:"network"`
@@ -39,9 +45,28 @@ type Config struct {
 	SessionTimeout int64 `json:"session_timeout,omitempty"`
 	// Rootless says the init runs in a user namespace of its own, where
 	// only the sandbox user (UID, GID) maps to a host id: the invoking
-	// user's.
+	// user's. Otherwise the session's user namespace maps sessionIDs ids
+	// from 0 to a range no host account owns.
 	Rootless bool `json:"rootless,omitempty"`
 }
+
+// RootMountPoint is the directory the init mounts its root tmpfs on: it
+// exists on every host and any uid may enter it.
+const RootMountPoint = "/tmp"
+
+// Sources is how many descriptors come with the config after the control
+// socket and the log: with Idmapped, the workspace's, then one per mount,
+// in order; else none.
+func (c *Config) Sources() int {
+	if !c.Idmapped {
+		return 0
+	}
+	return 1 + len(c.Mounts)
+}
+
+// MaxMounts bounds Spec.Mounts: each comes as a descriptor with the
+// config, and one packet carries at most maxPassed.
+const MaxMounts = maxPassed - 3
 
 // Ready is the init's answer on the setup socket once it serves (or
 // why it could not).
@@ -127,3 +152,8 @@ func UnderDenied(p string, deny []string) bool {
 // Marker is argv[0] of a process the host client starts as a session's
 // init: package nsinit takes over such a process before its main runs.
 const Marker = "agentbox-linux-init"
+
+// UsernsMarker is argv[0] of a process the host client starts only to
+// hold a user namespace: package nsinit makes it wait for its standard
+// input to end.
+const UsernsMarker = "agentbox-linux-userns"

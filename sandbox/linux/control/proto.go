@@ -76,8 +76,9 @@ const (
 	MaxPacket = 1 << 20
 	MaxReply  = 16 << 10
 	// maxPassed is how many descriptors one packet may carry: the most is
-	// an exec request's three stdio ends (the config brings two).
-	maxPassed = 4
+	// the config's (the control socket, the log, the workspace and
+	// MaxMounts mounts); an exec request brings three stdio ends.
+	maxPassed = 32
 )
 
 // Send writes one JSON packet with optional file descriptors.

@@ -16,6 +16,7 @@ package nsinit
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -45,6 +46,9 @@ import (
 // pid 1 would use its credentials, and a command running as root inside
 // the sandbox could end its own session's init.
 func init() {
+	if len(os.Args) > 0 && os.Args[0] == control.UsernsMarker {
+		holdUserNamespace()
+	}
 	if len(os.Args) == 0 || os.Args[0] != control.Marker {
 		return
 	}
@@ -114,7 +118,8 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	if err := placeDescriptors(passed); err != nil {
+	sources, err := placeDescriptors(passed, cfg.Sources())
+	if err != nil {
 		_ = control.Send(setupConn, control.Ready{Error: err.Error()})
 		return err
 	}
@@ -125,7 +130,7 @@ func run() error {
 	// Meanwhile the spawning thread joins the session's cgroups, each by
 	// writing itself in (see moveSelf: no RCU grace period), and drops
 	// its privileges; landlock follows the root.
-	st, err := prepareInit(&cfg, sp, children)
+	st, err := prepareInit(&cfg, sources, sp, children)
 	if err != nil {
 		_ = control.Send(setupConn, control.Ready{Error: err.Error()})
 		return err
@@ -173,15 +178,18 @@ func defaultSignals() error {
 }
 
 // placeDescriptors puts what came with the config where the init uses
-// it: the control socket at control.FdControl, the log on stdout and stderr.
-// Those numbers hold placeholders from the init's start, so no received
-// descriptor has one of them and no other descriptor of this process is
-// replaced. (The group directories came with the start itself.)
-func placeDescriptors(files []*os.File) error {
-	defer control.CloseAll(files)
-	if len(files) != 2 {
-		return fmt.Errorf("the config came with %d descriptors, want 2", len(files))
+// it: the control socket at control.FdControl, the log on stdout and
+// stderr. Those numbers hold placeholders from the init's start, so no
+// received descriptor has one of them and no other descriptor of this
+// process is replaced. (The group directories came with the start
+// itself.) It returns the sources (the workspace's, then the mounts'),
+// which stay open, close-on-exec, until the root is built.
+func placeDescriptors(files []*os.File, sources int) ([]*os.File, error) {
+	if len(files) != 2+sources {
+		control.CloseAll(files)
+		return nil, fmt.Errorf("the config came with %d descriptors, want %d", len(files), 2+sources)
 	}
+	defer control.CloseAll(files[:2])
 	place := func(f *os.File, fd, flags int) error {
 		if err := unix.Dup3(int(f.Fd()), fd, flags); err != nil {
 			return fmt.Errorf("place descriptor %d: %w", fd, err)
@@ -189,14 +197,16 @@ func placeDescriptors(files []*os.File) error {
 		return nil
 	}
 	if err := place(files[0], control.FdControl, unix.O_CLOEXEC); err != nil {
-		return err
+		control.CloseAll(files[2:])
+		return nil, err
 	}
 	for _, fd := range []int{1, 2} {
 		if err := place(files[1], fd, 0); err != nil {
-			return err
+			control.CloseAll(files[2:])
+			return nil, err
 		}
 	}
-	return nil
+	return files[2:], nil
 }
 
 // closeInherited closes every descriptor the init inherited beyond the
@@ -227,9 +237,10 @@ func closeInherited(keep int) error {
 	return nil
 }
 
-// prepareInit builds the sandbox around the init, confines the spawning
-// thread and starts the reaper, which children delivers SIGCHLD to.
-func prepareInit(cfg *control.Config, sp *spawner, children <-chan os.Signal) (*initState, error) {
+// prepareInit builds the sandbox around the init (on the workspace and
+// mount sources that came as descriptors), confines the spawning thread
+// and starts the reaper, which children delivers SIGCHLD to.
+func prepareInit(cfg *control.Config, sources []*os.File, sp *spawner, children <-chan os.Signal) (*initState, error) {
 	// The host name and the loopback belong to the session's own uts and
 	// net namespaces, not to its mounts: they are set up beside the root.
 	named := make(chan error, 1)
@@ -244,7 +255,8 @@ func prepareInit(cfg *control.Config, sp *spawner, children <-chan os.Signal) (*
 		}
 		named <- nil
 	}()
-	err := buildRoot(cfg)
+	err := buildRoot(cfg, sources)
+	control.CloseAll(sources)
 	if nerr := <-named; err == nil {
 		err = nerr
 	}
@@ -283,4 +295,12 @@ func setRlimits(cfg *control.Config) error {
 		}
 	}
 	return nil
+}
+
+// holdUserNamespace is the whole of a process the host client starts in a
+// user namespace of its own only so that the namespace exists (to idmap a
+// mount with): it waits for its standard input to end, and exits.
+func holdUserNamespace() {
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
 }

@@ -25,7 +25,7 @@ var etcCopies = []string{"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/nsswitch.c
 // buildRoot lays out the sandbox's root under cfg.Root in the init's new
 // mount namespace and pivots into it. The host's mount table never sees
 // any of it (mounts are private from the first step).
-func buildRoot(cfg *control.Config) error {
+func buildRoot(cfg *control.Config, sources []*os.File) error {
 	// Threat: mounts propagating back to the host. Everything is made
 	// private before anything is mounted.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -82,16 +82,23 @@ func buildRoot(cfg *control.Config) error {
 	if err := unix.Mount("", filepath.Join(root, "dev"), "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
 		return fmt.Errorf("remount /dev read-only: %w", err)
 	}
-	if err := bindInto(root, cfg.Workspace, cfg.Workdir, false); err != nil {
-		return fmt.Errorf("workspace: %w", err)
+	sessionFS = sessionUser{uid: cfg.UID, gid: cfg.GID}
+	source := func(i int, path, p string, readOnly bool) error {
+		if cfg.Idmapped {
+			return moveSource(root, sources[i], p)
+		}
+		return bindInto(root, path, p, readOnly)
+	}
+	if err := source(0, cfg.Workspace, cfg.Workdir, false); err != nil {
+		return fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
 	}
 	// From here on the targets lie in the workspace or a read-write mount,
 	// which the host and other sessions can change under us: every mount
 	// below is made on a descriptor, reached without following a link
 	// (see openInRoot).
-	for _, m := range cfg.Mounts {
-		if err := bindInto(root, m.Source, m.Target, m.ReadOnly); err != nil {
-			return fmt.Errorf("mount %s: %w", m.Target, err)
+	for i, m := range cfg.Mounts {
+		if err := source(1+i, m.Source, m.Target, m.ReadOnly); err != nil {
+			return fmt.Errorf("mount %s on %s: %w", m.Source, m.Target, err)
 		}
 	}
 	for _, p := range cfg.ReadOnly {
@@ -186,6 +193,30 @@ func bindInto(root, src, p string, readOnly bool) error {
 	}
 	if err := bindOnto(root, src, fi.IsDir(), dst, flags); err != nil {
 		return fmt.Errorf("bind %s on %s: %w", src, p, err)
+	}
+	return nil
+}
+
+// moveSource puts the detached, idmapped mount src (the client set its
+// flags) on the sandbox path p under root, made to match it. No host path
+// is walked here: the client opened the source, and p is opened by
+// descriptor.
+func moveSource(root string, src *os.File, p string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return fmt.Errorf("stat the source: %w", err)
+	}
+	kind := filePoint
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		kind = dirPoint
+	}
+	dst, err := openInRoot(root, p, kind)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dst)
+	if err := unix.MoveMount(int(src.Fd()), "", dst, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move the idmapped mount onto %s: %w", p, err)
 	}
 	return nil
 }
@@ -431,10 +462,39 @@ func openInRoot(root, p string, kind pointKind) (int, error) {
 		o.Kind, o.Make = beneath.NonDir, beneath.MakeMissing
 	}
 	fd, err := beneath.Open(rfd, p, o)
+	if errors.Is(err, unix.EOVERFLOW) && o.Make != beneath.MakeNothing {
+		// An idmapped tree (the workspace, a mount) maps the ids of its
+		// owner and the session user only: what the init makes there is
+		// made as the session user, and so lands as the owner's.
+		err = sessionFS.do(func() error {
+			var err error
+			fd, err = beneath.Open(rfd, p, o)
+			return err
+		})
+	}
 	if err != nil {
 		return -1, mountPointError(err)
 	}
 	return fd, nil
+}
+
+// sessionFS is the session user, as the init makes files in its trees.
+var sessionFS sessionUser
+
+// sessionUser is who files are made as in an idmapped tree.
+type sessionUser struct{ uid, gid int }
+
+// do runs f with the calling thread's file-system ids set to u's, and
+// sets them back to root's after. The init's main goroutine is locked to
+// its thread, which these ids belong to (they are per thread).
+func (u sessionUser) do(f func() error) error {
+	unix.Setfsgid(u.gid)
+	unix.Setfsuid(u.uid)
+	defer func() {
+		unix.Setfsuid(0)
+		unix.Setfsgid(0)
+	}()
+	return f()
 }
 
 // mountPointError says why no mount point could be had, in the words of
