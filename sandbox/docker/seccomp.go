@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/sandbox"
-	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
+	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
 // The Docker seccomp profile mirrors the native filter (sandbox/linux/seccomp)

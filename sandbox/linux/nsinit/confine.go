@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/agentbox/agentbox/sandbox/linux/control"
-	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
+	"github.com/agentbox/agentbox/sandbox/seccomp"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
