@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
 // initCmd is what a session container runs: docker-init (tini, injected by
@@ -74,6 +75,10 @@ type containerPlan struct {
 	config *container.Config
 	host   *container.HostConfig
 }
+
+// seccompProfile is the Docker form of the system-call policy the native
+// backend compiles to BPF (sandbox/seccomp).
+func (c *Client) seccompProfile() (string, error) { return seccomp.DockerProfile() }
 
 // planContainer maps a spec (already checked against Enforces) onto a
 // container: the image's root read-only, the workspace bound read-write

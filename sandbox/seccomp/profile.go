@@ -1,4 +1,6 @@
-package docker
+//go:build linux && (amd64 || arm64)
+
+package seccomp
 
 import (
 	"encoding/json"
@@ -11,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/sandbox"
-	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
 // The Docker seccomp profile mirrors the native filter (sandbox/linux/seccomp)
@@ -66,8 +67,9 @@ var (
 	profileErr  error
 )
 
-// seccompProfile is the engine-ready JSON profile (built once).
-func (c *Client) seccompProfile() (string, error) {
+// DockerProfile is the policy as a Docker Engine seccomp profile, ready for
+// the engine's seccomp= security option (built once).
+func DockerProfile() (string, error) {
 	profileOnce.Do(func() { profileText, profileErr = buildSeccompProfile() })
 	return profileText, profileErr
 }
@@ -77,7 +79,7 @@ func (c *Client) seccompProfile() (string, error) {
 // others describe flag rules, mirrored below by hand).
 func nativeDenied() map[string]bool {
 	out := map[string]bool{}
-	for _, d := range seccomp.Denied() {
+	for _, d := range Denied() {
 		if !strings.ContainsAny(d, " ,()") {
 			out[d] = true
 		}
@@ -91,16 +93,16 @@ func nativeDenied() map[string]bool {
 
 func buildSeccompProfile() (string, error) {
 	if runtime.GOARCH != "amd64" || len(amd64Syscalls) == 0 {
-		return "", sandbox.Errorf(sandbox.ErrPolicyUnsupported, "docker: no seccomp profile for %s (only amd64)", runtime.GOARCH)
+		return "", sandbox.Errorf(sandbox.ErrPolicyUnsupported, "seccomp: no Docker profile for %s (only amd64)", runtime.GOARCH)
 	}
 	denied := nativeDenied()
 	if len(denied) < 20 {
-		return "", fmt.Errorf("docker: the native seccomp deny list has only %d names; refusing to build a profile from it", len(denied))
+		return "", fmt.Errorf("seccomp: the native deny list has only %d names; refusing to build a profile from it", len(denied))
 	}
 	// Calls that take a file mode are allowed only without the setuid and
 	// setgid bits, as in the native filter: a file planted in the host
 	// workspace bind would otherwise keep them on the host.
-	modeArgs := seccomp.SetIDModeArgs()
+	modeArgs := SetIDModeArgs()
 	var allowed []string
 	for name, nr := range amd64Syscalls {
 		if _, byMode := modeArgs[name]; nr <= newestReviewed && !denied[name] && !byMode && name != "openat2" {
@@ -137,7 +139,7 @@ func buildSeccompProfile() (string, error) {
 	prof.Syscalls = append(prof.Syscalls, seccompRule{Names: []string{"openat2"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
 	b, err := json.Marshal(prof)
 	if err != nil {
-		return "", fmt.Errorf("docker: encode seccomp profile: %w", err)
+		return "", fmt.Errorf("seccomp: encode the Docker profile: %w", err)
 	}
 	return string(b), nil
 }

@@ -1,4 +1,6 @@
-package docker
+//go:build linux && (amd64 || arm64)
+
+package seccomp
 
 import (
 	"encoding/json"
