@@ -76,9 +76,25 @@ type containerPlan struct {
 	host   *container.HostConfig
 }
 
-// seccompProfile is the Docker form of the system-call policy the native
-// backend compiles to BPF (sandbox/seccomp).
-func (c *Client) seccompProfile() (string, error) { return seccomp.DockerProfile() }
+// seccompProfile is the system-call policy that the native backend
+// compiles to BPF, as a profile for the engine's architecture.
+func (c *Client) seccompProfile() (string, error) {
+	b, err := seccomp.Profile(c.engine.arch)
+	return string(b), err
+}
+
+// engineGOARCH maps the machine name an engine reports (uname -m) to the
+// GOARCH the seccomp policy is compiled for; an unknown name passes
+// through, and Profile then refuses it.
+func engineGOARCH(machine string) string {
+	switch machine {
+	case "x86_64":
+		return "amd64"
+	case "aarch64":
+		return "arm64"
+	}
+	return machine
+}
 
 // planContainer maps a spec (already checked against Enforces) onto a
 // container: the image's root read-only, the workspace bound read-write

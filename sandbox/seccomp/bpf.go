@@ -1,4 +1,4 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux
 
 package seccomp
 
@@ -8,12 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// maxReviewed is the newest system call number reviewed for this filter
-// (file_setattr, Linux 6.17; the same number on amd64 and arm64). Anything
-// above it fails with ENOSYS, exactly as on a kernel that predates it, so a
-// call added to Linux later is refused until this list is reviewed again.
-const maxReviewed = unix.SYS_FILE_SETATTR
 
 // Seccomp actions.
 const (
@@ -25,46 +19,66 @@ const (
 	actKill = unix.SECCOMP_RET_KILL_PROCESS
 )
 
-// Filter returns the seccomp program that Install loads, for inspection
-// and tests. It is rebuilt on each call; the result may be modified freely.
+// Offsets into struct seccomp_data { int nr; u32 arch; u64 ip; u64 args[6]; }.
+const (
+	offNr   = 0
+	offArch = 4
+)
+
+// offArgLow is the offset of the low 32 bits of argument i. Both supported
+// architectures are little-endian.
+func offArgLow(i uint32) uint32 { return 16 + 8*i }
+
+// Filter returns the seccomp program for the architecture agentbox runs
+// on, the one Install loads, for inspection and tests. It is rebuilt on
+// each call; the result may be modified freely.
 func Filter() ([]unix.SockFilter, error) {
+	a, err := nativeArch()
+	if err != nil {
+		return nil, err
+	}
+	return a.filter()
+}
+
+// filter compiles the policy to classic BPF for a.
+func (a *arch) filter() ([]unix.SockFilter, error) {
+	if err := a.validate(); err != nil {
+		return nil, err
+	}
+	nr := func(name string) uint32 { return a.calls[name] }
 	p := newProgram()
 
-	// A syscall from another ABI (i386 via int 0x80, arm32 compat) has
-	// other numbers; a table for the native ABI would let it through.
+	// A syscall from another ABI has other numbers; a table for the native
+	// ABI would let it through.
 	p.load32(offArch)
-	p.jump(unix.BPF_JEQ, nativeArch, "", "kill")
+	p.jump(unix.BPF_JEQ, a.audit, "", "kill")
 
 	p.load32(offNr)
-	if hasX32 {
-		// x32 calls share AUDIT_ARCH_X86_64 and differ only by this bit.
+	if a.x32 {
 		p.jump(unix.BPF_JGE, x32Bit, "eperm", "")
 	}
-	p.jump(unix.BPF_JGT, maxReviewed, "enosys", "")
+	p.jump(unix.BPF_JGT, nr(newestReviewed), "enosys", "")
 
 	// Calls decided by their arguments. ioctl is first because it is by
 	// far the most frequent of them; calls that are always allowed do not
 	// pay for this filter at all once the kernel's seccomp cache (5.11+)
 	// has seen them.
-	p.jump(unix.BPF_JEQ, unix.SYS_IOCTL, "ioctl", "")
-	p.jump(unix.BPF_JEQ, unix.SYS_CLONE, "clone", "")
-	p.jump(unix.BPF_JEQ, unix.SYS_UNSHARE, "unshare", "")
-	p.jump(unix.BPF_JEQ, unix.SYS_PERSONALITY, "personality", "")
-	// clone3 passes its flags in a struct in user memory, which seccomp
-	// cannot read; ENOSYS makes glibc (2.34+) fall back to clone, whose
-	// flags we can check.
-	p.jump(unix.BPF_JEQ, unix.SYS_CLONE3, "enosys", "")
-	// openat2 passes its creation mode in a struct too; ENOSYS makes
-	// callers fall back to openat, whose mode we check.
-	p.jump(unix.BPF_JEQ, unix.SYS_OPENAT2, "enosys", "")
+	p.jump(unix.BPF_JEQ, nr("ioctl"), "ioctl", "")
+	for _, r := range namespaceRules {
+		p.jump(unix.BPF_JEQ, nr(r.name), r.name, "")
+	}
+	p.jump(unix.BPF_JEQ, nr("personality"), "personality", "")
+	for _, c := range enosysCalls {
+		p.jump(unix.BPF_JEQ, nr(c.name), "enosys", "")
+	}
 	modeArgs := map[uint32]bool{}
-	for _, r := range allModeRules() {
-		p.jump(unix.BPF_JEQ, r.nr, modeLabel(r.arg), "")
+	for _, r := range a.modeRules() {
+		p.jump(unix.BPF_JEQ, nr(r.name), modeLabel(r.arg), "")
 		modeArgs[r.arg] = true
 	}
 
-	for _, r := range allRules() {
-		p.jump(unix.BPF_JEQ, r.nr, "eperm", "")
+	for _, d := range a.denied() {
+		p.jump(unix.BPF_JEQ, nr(d.name), "eperm", "")
 	}
 	p.ret(actAllow)
 
@@ -78,13 +92,11 @@ func Filter() ([]unix.SockFilter, error) {
 		p.jump(unix.BPF_JEQ, d.req, "eperm", jf)
 	}
 
-	p.label("clone")
-	p.load32(offArgLow(0))
-	p.jump(unix.BPF_JSET, namespaceFlags, "eperm", "allow")
-
-	p.label("unshare")
-	p.load32(offArgLow(0))
-	p.jump(unix.BPF_JSET, unshareFlags, "eperm", "allow")
+	for _, r := range namespaceRules {
+		p.label(r.name)
+		p.load32(offArgLow(r.arg))
+		p.jump(unix.BPF_JSET, r.flags, "eperm", "allow")
+	}
 
 	for arg := uint32(0); arg < 6; arg++ {
 		if !modeArgs[arg] {
@@ -97,8 +109,13 @@ func Filter() ([]unix.SockFilter, error) {
 
 	p.label("personality")
 	p.load32(offArgLow(0))
-	p.jump(unix.BPF_JEQ, personalityLinux, "allow", "")
-	p.jump(unix.BPF_JEQ, personalityQuery, "allow", "eperm")
+	for i, v := range allowedPersonalities {
+		jf := ""
+		if i == len(allowedPersonalities)-1 {
+			jf = "eperm"
+		}
+		p.jump(unix.BPF_JEQ, v, "allow", jf)
+	}
 
 	p.label("allow")
 	p.ret(actAllow)
@@ -112,50 +129,38 @@ func Filter() ([]unix.SockFilter, error) {
 	return p.assemble()
 }
 
-// allModeRules is the mode-checked calls for this architecture.
-func allModeRules() []modeRule {
-	return append(append([]modeRule(nil), commonModeRules...), archModeRules...)
-}
-
-// SetIDModeArgs maps each call that the filter refuses when its mode
-// carries the setuid or setgid bit to the index of that mode argument, so
-// that other enforcers (the Docker profile) can mirror the rule.
-func SetIDModeArgs() map[string]int {
-	out := map[string]int{}
-	for _, r := range allModeRules() {
-		out[r.name] = int(r.arg)
-	}
-	return out
-}
-
 func modeLabel(arg uint32) string { return fmt.Sprintf("mode%d", arg) }
 
-// allRules is the outright denials for this architecture.
-func allRules() []rule {
-	return append(append([]rule(nil), commonRules...), archRules...)
-}
-
-// Denied lists what the filter blocks, one entry per call or rule, for
-// documentation and --help.
+// Denied lists what the filter blocks on the architecture agentbox runs
+// on, one entry per call or rule, for documentation and --help.
 func Denied() []string {
+	a, err := nativeArch()
+	if err != nil {
+		return nil
+	}
 	var out []string
-	for _, r := range allRules() {
-		out = append(out, r.name)
+	for _, d := range a.denied() {
+		out = append(out, d.name)
+	}
+	out = append(out, "clone and unshare with namespace flags (CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME)")
+	for _, c := range enosysCalls {
+		out = append(out, fmt.Sprintf("%s (ENOSYS, so callers fall back to %s)", c.name, c.fallback))
+	}
+	var modes []string
+	for _, r := range a.modeRules() {
+		modes = append(modes, r.name)
 	}
 	ioctls := make([]string, len(deniedIoctls))
 	for i, d := range deniedIoctls {
 		ioctls[i] = d.name
 	}
 	out = append(out,
-		"clone and unshare with namespace flags (CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP, CLONE_NEWTIME)",
-		"clone3 (ENOSYS, so libc falls back to clone)",
-		"chmod, fchmod, fchmodat, fchmodat2, creat, open, openat, mknod, mknodat with a setuid or setgid mode",
-		"openat2 (ENOSYS, so callers fall back to openat)",
+		strings.Join(modes, ", ")+" with a setuid or setgid mode",
 		"personality other than PER_LINUX and the query 0xffffffff",
 		"ioctl "+strings.Join(ioctls, ", "),
-		"system calls newer than file_setattr (ENOSYS until reviewed)",
+		"system calls newer than "+newestReviewed+" (ENOSYS until reviewed)",
 	)
-	if hasX32 {
+	if a.x32 {
 		out = append(out, "x32-ABI system calls")
 	}
 	out = append(out, "system calls from a foreign architecture (the process is killed)")

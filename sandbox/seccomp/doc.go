@@ -1,9 +1,14 @@
-// Package seccomp builds and installs agentbox's system-call filter: a
-// hand-written classic-BPF seccomp program that makes the kernel refuse,
-// with EPERM, the calls a sandboxed command could use to break out of its
-// namespaces or attack the host kernel (ptrace, mount and the new mount API,
-// namespace creation, bpf, keyrings, kexec, module loading, userfaultfd,
-// io_uring, perf_event_open, TIOCSTI, clock and reboot control, ...).
+// Package seccomp is agentbox's system-call policy: the calls a sandboxed
+// command could use to break out of its namespaces or attack the host
+// kernel (ptrace, mount and the new mount API, namespace creation, bpf,
+// keyrings, kexec, module loading, userfaultfd, io_uring, perf_event_open,
+// TIOCSTI, setuid modes, clock and reboot control, ...), refused with EPERM.
+//
+// The policy is data (policy.go) compiled to two forms from the same rules:
+// a hand-written classic-BPF program for the native backend (Filter, loaded
+// by Install) and a seccomp profile for the Docker backend (Profile). Both
+// are built per architecture from system-call tables generated from
+// golang.org/x/sys (zsyscalls.go, written by internal/gensyscalls).
 //
 // # Why a deny-list with default allow
 //
@@ -18,8 +23,9 @@
 // surface. Two rules keep the deny-list from silently aging:
 //
 //   - every system call numbered above the newest one reviewed for this
-//     list (see maxReviewed) fails with ENOSYS, as on an older kernel, so a
-//     syscall added to Linux later is refused until someone reviews it;
+//     list (see newestReviewed) is refused (ENOSYS from the filter, as on
+//     an older kernel), so a syscall added to Linux later is refused until
+//     someone reviews it;
 //   - a foreign architecture (for example i386 through int 0x80 on x86_64)
 //     kills the process, and x32 system calls on x86_64 fail with EPERM,
 //     since their numbers would slip past a table written for the native ABI.
@@ -36,7 +42,8 @@
 // fallback; plain os/exec keeps working (it uses clone).
 //
 // Filter returns the program for inspection and tests; Denied lists what
-// is blocked, for documentation and --help. Only linux/amd64 and
-// linux/arm64 are supported; elsewhere Filter and Install return an error
-// and the backend must refuse the identity policy part.
+// it blocks, for documentation and --help. Only linux/amd64 and
+// linux/arm64 have tables; elsewhere Filter, Install and Profile return
+// ErrPolicyUnsupported and the backend must refuse the identity policy
+// part.
 package seccomp

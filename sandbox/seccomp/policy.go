@@ -1,87 +1,127 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux
 
 package seccomp
 
 import "golang.org/x/sys/unix"
 
-// rule denies one system call outright with EPERM.
-type rule struct {
+// The policy is data: system calls by name, and the argument rules that
+// decide some of them. bpf.go compiles it to the native filter and
+// profile.go to the Docker profile, for each architecture in arch.go,
+// whose tables give the numbers. A call that exists on one architecture
+// only says so in its only field; any other name missing from an
+// architecture's table is an error, so a typo cannot drop a rule.
+
+// deniedCall is a system call refused outright with EPERM.
+type deniedCall struct {
 	name string
-	nr   uint32
+	// only is the one GOARCH that has the call; "" means every supported
+	// architecture.
+	only string
 	// threat is what a sandboxed command could do with the call. It is
-	// documentation that lives next to the number it explains.
+	// documentation that lives next to the name it explains.
 	threat string
 }
 
-// commonRules are denied on every supported architecture. unix.SYS_*
-// numbers are those of the architecture being built.
-var commonRules = []rule{
+// deniedCalls are refused on every architecture that has them.
+var deniedCalls = []deniedCall{
 	// Debugging and memory of other processes.
-	{"ptrace", unix.SYS_PTRACE, "read/write another process's memory and registers, hijack it"},
-	{"process_vm_readv", unix.SYS_PROCESS_VM_READV, "read another process's memory"},
-	{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV, "write another process's memory"},
-	{"pidfd_getfd", unix.SYS_PIDFD_GETFD, "steal an open file descriptor from another process"},
-	{"process_madvise", unix.SYS_PROCESS_MADVISE, "reclaim or page out another process's memory"},
-	{"kcmp", unix.SYS_KCMP, "probe kernel object identity of other processes (a KASLR/infoleak aid)"},
+	{"ptrace", "", "read/write another process's memory and registers, hijack it"},
+	{"process_vm_readv", "", "read another process's memory"},
+	{"process_vm_writev", "", "write another process's memory"},
+	{"pidfd_getfd", "", "steal an open file descriptor from another process"},
+	{"process_madvise", "", "reclaim or page out another process's memory"},
+	{"kcmp", "", "probe kernel object identity of other processes (a KASLR/infoleak aid)"},
 
 	// Mounts: the sandbox's filesystem view is fixed by the backend.
-	{"mount", unix.SYS_MOUNT, "remount or bind host paths, hide read-only binds"},
-	{"umount2", unix.SYS_UMOUNT2, "unmount a bind and reveal what it covered"},
-	{"pivot_root", unix.SYS_PIVOT_ROOT, "change the root filesystem"},
-	{"chroot", unix.SYS_CHROOT, "chroot-based escapes with a leaked directory fd"},
-	{"move_mount", unix.SYS_MOVE_MOUNT, "new mount API: attach mounts"},
-	{"open_tree", unix.SYS_OPEN_TREE, "new mount API: clone mount trees"},
-	{"open_tree_attr", unix.SYS_OPEN_TREE_ATTR, "new mount API: clone mount trees with new attributes"},
-	{"fsopen", unix.SYS_FSOPEN, "new mount API: create a filesystem context"},
-	{"fsconfig", unix.SYS_FSCONFIG, "new mount API: configure a filesystem (superblock parsing bugs)"},
-	{"fsmount", unix.SYS_FSMOUNT, "new mount API: create a mount"},
-	{"fspick", unix.SYS_FSPICK, "new mount API: reconfigure an existing superblock"},
-	{"mount_setattr", unix.SYS_MOUNT_SETATTR, "change mount flags (make a read-only bind writable)"},
+	{"mount", "", "remount or bind host paths, hide read-only binds"},
+	{"umount2", "", "unmount a bind and reveal what it covered"},
+	{"pivot_root", "", "change the root filesystem"},
+	{"chroot", "", "chroot-based escapes with a leaked directory fd"},
+	{"move_mount", "", "new mount API: attach mounts"},
+	{"open_tree", "", "new mount API: clone mount trees"},
+	{"open_tree_attr", "", "new mount API: clone mount trees with new attributes"},
+	{"fsopen", "", "new mount API: create a filesystem context"},
+	{"fsconfig", "", "new mount API: configure a filesystem (superblock parsing bugs)"},
+	{"fsmount", "", "new mount API: create a mount"},
+	{"fspick", "", "new mount API: reconfigure an existing superblock"},
+	{"mount_setattr", "", "change mount flags (make a read-only bind writable)"},
 
-	// Namespaces. clone and unshare are filtered by flags, clone3 gets
-	// ENOSYS (see filter.go); setns is denied whole.
-	{"setns", unix.SYS_SETNS, "join another namespace (the host's, through a leaked fd)"},
+	// Namespaces. clone and unshare are filtered by flags (namespaceRules),
+	// clone3 gets ENOSYS (enosysCalls); setns is denied whole.
+	{"setns", "", "join another namespace (the host's, through a leaked fd)"},
 
 	// Large kernel attack surface that tools do not need.
-	{"bpf", unix.SYS_BPF, "load eBPF programs: verifier bugs are a classic kernel exploit path"},
-	{"perf_event_open", unix.SYS_PERF_EVENT_OPEN, "perf events: kernel exploit surface and side channels"},
-	{"userfaultfd", unix.SYS_USERFAULTFD, "stall kernel page faults to win kernel race conditions"},
-	{"io_uring_setup", unix.SYS_IO_URING_SETUP, "io_uring: frequent kernel exploit surface, bypasses seccomp for its operations"},
-	{"io_uring_enter", unix.SYS_IO_URING_ENTER, "io_uring: submit operations that seccomp cannot see"},
-	{"io_uring_register", unix.SYS_IO_URING_REGISTER, "io_uring: register buffers and files"},
-	{"keyctl", unix.SYS_KEYCTL, "kernel keyrings are not namespaced: read or plant host keys"},
-	{"add_key", unix.SYS_ADD_KEY, "kernel keyrings are not namespaced"},
-	{"request_key", unix.SYS_REQUEST_KEY, "kernel keyrings are not namespaced; may upcall to host helpers"},
-	{"fanotify_init", unix.SYS_FANOTIFY_INIT, "filesystem-wide event monitoring"},
-	{"open_by_handle_at", unix.SYS_OPEN_BY_HANDLE_AT, "open any inode of a filesystem by handle, bypassing the mount view (the 'shocker' escape)"},
-	{"name_to_handle_at", unix.SYS_NAME_TO_HANDLE_AT, "obtain file handles for open_by_handle_at"},
+	{"bpf", "", "load eBPF programs: verifier bugs are a classic kernel exploit path"},
+	{"perf_event_open", "", "perf events: kernel exploit surface and side channels"},
+	{"userfaultfd", "", "stall kernel page faults to win kernel race conditions"},
+	{"io_uring_setup", "", "io_uring: frequent kernel exploit surface, bypasses seccomp for its operations"},
+	{"io_uring_enter", "", "io_uring: submit operations that seccomp cannot see"},
+	{"io_uring_register", "", "io_uring: register buffers and files"},
+	{"keyctl", "", "kernel keyrings are not namespaced: read or plant host keys"},
+	{"add_key", "", "kernel keyrings are not namespaced"},
+	{"request_key", "", "kernel keyrings are not namespaced; may upcall to host helpers"},
+	{"fanotify_init", "", "filesystem-wide event monitoring"},
+	{"open_by_handle_at", "", "open any inode of a filesystem by handle, bypassing the mount view (the 'shocker' escape)"},
+	{"name_to_handle_at", "", "obtain file handles for open_by_handle_at"},
 
 	// Whole-machine state.
-	{"kexec_load", unix.SYS_KEXEC_LOAD, "replace the running kernel"},
-	{"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD, "replace the running kernel"},
-	{"init_module", unix.SYS_INIT_MODULE, "load kernel code"},
-	{"finit_module", unix.SYS_FINIT_MODULE, "load kernel code"},
-	{"delete_module", unix.SYS_DELETE_MODULE, "unload kernel code"},
-	{"reboot", unix.SYS_REBOOT, "reboot or halt the host"},
-	{"swapon", unix.SYS_SWAPON, "add swap, read swapped host memory"},
-	{"swapoff", unix.SYS_SWAPOFF, "remove swap"},
-	{"acct", unix.SYS_ACCT, "switch process accounting to an attacker file"},
-	{"settimeofday", unix.SYS_SETTIMEOFDAY, "set the host clock (time is not namespaced)"},
-	{"clock_settime", unix.SYS_CLOCK_SETTIME, "set the host clock"},
-	{"clock_adjtime", unix.SYS_CLOCK_ADJTIME, "adjust the host clock"},
-	{"adjtimex", unix.SYS_ADJTIMEX, "adjust the host clock"},
-	{"quotactl", unix.SYS_QUOTACTL, "change filesystem quotas"},
-	{"quotactl_fd", unix.SYS_QUOTACTL_FD, "change filesystem quotas"},
-	{"lookup_dcookie", unix.SYS_LOOKUP_DCOOKIE, "resolve kernel dentry cookies to host paths"},
-	{"vhangup", unix.SYS_VHANGUP, "hang up the controlling terminal (of the host session)"},
-	{"syslog", unix.SYS_SYSLOG, "read the kernel log (kernel addresses, host activity) or clear it"},
-	{"nfsservctl", unix.SYS_NFSSERVCTL, "obsolete NFS server control"},
+	{"kexec_load", "", "replace the running kernel"},
+	{"kexec_file_load", "", "replace the running kernel"},
+	{"init_module", "", "load kernel code"},
+	{"finit_module", "", "load kernel code"},
+	{"delete_module", "", "unload kernel code"},
+	{"reboot", "", "reboot or halt the host"},
+	{"swapon", "", "add swap, read swapped host memory"},
+	{"swapoff", "", "remove swap"},
+	{"acct", "", "switch process accounting to an attacker file"},
+	{"settimeofday", "", "set the host clock (time is not namespaced)"},
+	{"clock_settime", "", "set the host clock"},
+	{"clock_adjtime", "", "adjust the host clock"},
+	{"adjtimex", "", "adjust the host clock"},
+	{"quotactl", "", "change filesystem quotas"},
+	{"quotactl_fd", "", "change filesystem quotas"},
+	{"lookup_dcookie", "", "resolve kernel dentry cookies to host paths"},
+	{"vhangup", "", "hang up the controlling terminal (of the host session)"},
+	{"syslog", "", "read the kernel log (kernel addresses, host activity) or clear it"},
+	{"nfsservctl", "", "obsolete NFS server control"},
+
+	// x86_64 only: port I/O and obsolete interfaces.
+	{"iopl", "amd64", "raise I/O privilege level: direct port I/O to hardware"},
+	{"ioperm", "amd64", "direct port I/O to hardware"},
+	{"_sysctl", "amd64", "obsolete binary sysctl interface"},
+	{"uselib", "amd64", "obsolete a.out library loader with a history of bugs"},
+	{"create_module", "amd64", "obsolete module loading"},
+	{"get_kernel_syms", "amd64", "obsolete kernel symbol export"},
+	{"query_module", "amd64", "obsolete module query"},
 }
 
-// Flag-filtered calls. The kernel reads these arguments as 32-bit values
+// newestReviewed is the newest system call reviewed for this policy
+// (file_setattr, Linux 6.17; the same number on amd64 and arm64). Calls
+// numbered above it are refused (ENOSYS in the native filter, exactly as
+// on a kernel that predates them), so a call added to Linux later is
+// refused until this list is reviewed again.
+const newestReviewed = "file_setattr"
+
+// enosysCalls fail with ENOSYS, as on a kernel without them: each passes
+// in user memory an argument that seccomp cannot read (clone3 its flags,
+// openat2 its creation mode), and on ENOSYS callers (glibc 2.34+ for
+// clone3) fall back to the older call, whose arguments the policy checks.
+var enosysCalls = []struct{ name, fallback string }{
+	{"clone3", "clone"},
+	{"openat2", "openat"},
+}
+
+// Argument rules. The kernel reads these arguments as 32-bit values
 // (clone's flags are truncated with lower_32_bits, unshare rejects high
-// bits, personality and ioctl's request are unsigned int), so comparing the
-// low word of the argument is exact.
+// bits, personality and ioctl's request are unsigned int, modes are
+// umode_t), so comparing the low word of the argument is exact.
+
+// flagRule refuses a call when its argument arg carries any of flags.
+type flagRule struct {
+	name  string
+	arg   uint32
+	flags uint32
+}
 
 // namespaceFlags are the clone(2) flags that create a namespace. A
 // sandboxed command must not create namespaces: a new user namespace gives
@@ -94,22 +134,30 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 // (in clone its bit is part of the exit-signal byte).
 const unshareFlags = namespaceFlags | unix.CLONE_NEWTIME
 
+// namespaceRules allow clone and unshare only without namespace flags.
+var namespaceRules = []flagRule{
+	{"clone", 0, namespaceFlags},
+	{"unshare", 0, unshareFlags},
+}
+
 // Allowed personality(2) values: PER_LINUX and the query 0xffffffff. Other
 // values turn on ADDR_NO_RANDOMIZE (disables ASLR for what the command
 // execs), READ_IMPLIES_EXEC and other legacy execution domains.
-const (
-	personalityLinux = 0x0
-	personalityQuery = 0xffffffff
-)
+var allowedPersonalities = []uint32{0x0, 0xffffffff}
+
+// ioctlRule is an ioctl(2) request refused with EPERM.
+type ioctlRule struct {
+	name string
+	req  uint32
+}
 
 // deniedIoctls are ioctl(2) requests refused with EPERM. TIOCSTI pushes
 // bytes into a terminal's input queue: a sandboxed command sharing the
 // user's terminal could type commands into the shell that runs agentbox.
-// TIOCLINUX has similar console-injection subcommands.
-var deniedIoctls = []struct {
-	name string
-	req  uint32
-}{
+// TIOCLINUX has similar console-injection subcommands. The request numbers
+// are the same on amd64 and arm64. The Docker profile does not carry this
+// rule (see profile.go).
+var deniedIoctls = []ioctlRule{
 	{"TIOCSTI", unix.TIOCSTI},
 	{"TIOCLINUX", unix.TIOCLINUX},
 }
@@ -125,28 +173,23 @@ const setIDBits = unix.S_ISUID | unix.S_ISGID
 // nosuid, but the host's view of that directory need not be: a setuid
 // copy of a shell planted there would run with that uid for any host user
 // who executes it. chmod, creation modes and mknod are the ways to set the
-// bits; the kernel reads modes as 32-bit values, so the low word is exact.
+// bits.
 type modeRule struct {
 	name string
-	nr   uint32
+	only string // as in deniedCall
 	arg  uint32
 }
 
-// commonModeRules exist on every supported architecture.
-var commonModeRules = []modeRule{
-	{"fchmod", unix.SYS_FCHMOD, 1},
-	{"fchmodat", unix.SYS_FCHMODAT, 2},
-	{"fchmodat2", unix.SYS_FCHMODAT2, 2},
-	{"mknodat", unix.SYS_MKNODAT, 2},
-	{"openat", unix.SYS_OPENAT, 3},
+// setIDModeRules are the calls that take a file mode. arm64 has only the
+// *at forms.
+var setIDModeRules = []modeRule{
+	{"fchmod", "", 1},
+	{"fchmodat", "", 2},
+	{"fchmodat2", "", 2},
+	{"mknodat", "", 2},
+	{"openat", "", 3},
+	{"chmod", "amd64", 1},
+	{"creat", "amd64", 1},
+	{"open", "amd64", 2},
+	{"mknod", "amd64", 1},
 }
-
-// Offsets into struct seccomp_data { int nr; u32 arch; u64 ip; u64 args[6]; }.
-const (
-	offNr   = 0
-	offArch = 4
-)
-
-// offArgLow is the offset of the low 32 bits of argument i. Both supported
-// architectures are little-endian.
-func offArgLow(i uint32) uint32 { return 16 + 8*i }

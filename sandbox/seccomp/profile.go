@@ -1,145 +1,127 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux
 
 package seccomp
 
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"slices"
-	"strings"
-	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/agentbox/agentbox/sandbox"
 )
 
-// The Docker seccomp profile mirrors the native filter (sandbox/linux/seccomp)
-// in the engine's JSON form, and is stricter in one way: it is an
-// allow-list (default EPERM) of every x86_64 system call up to the newest
-// one the native filter reviewed, minus the ones it denies. So:
+// The profile is the policy in the JSON form that the Docker Engine's
+// seccomp= security option reads (OCI runtimes read the same fields as
+// config.json's linux.seccomp). It mirrors the native filter and is
+// stricter in one way: it is an allow-list (default EPERM) of every system
+// call of the architecture up to newestReviewed, minus the ones the policy
+// refuses or decides by argument. So:
 //
-//   - the native denials (ptrace, mount and the new mount API, setns, bpf,
-//     keyrings, kexec, modules, userfaultfd, io_uring, perf, clock and
-//     reboot control, ...) fail with EPERM;
-//   - clone and unshare are allowed only without namespace flags, clone3
-//     fails with ENOSYS so libc falls back to clone;
+//   - deniedCalls fail with EPERM;
+//   - clone and unshare are allowed only without namespace flags, and the
+//     mode-taking calls only without the setuid and setgid bits;
+//   - enosysCalls (clone3, openat2) fail with ENOSYS, so callers fall back
+//     to the calls whose arguments are checked;
 //   - personality is allowed only for PER_LINUX and the query;
 //   - system calls newer than the reviewed one, and any name the engine's
-//     libseccomp does not know, fail with EPERM;
-//   - only the native architecture is accepted (libseccomp kills a foreign
-//     one, x32 included, with its bad-arch action).
+//     libseccomp does not know, fail with EPERM (the native filter answers
+//     ENOSYS for the newer ones; both refuse them);
+//   - only the profile's architecture is accepted (libseccomp kills a
+//     foreign one, x32 included, with its bad-arch action).
 //
 // One native rule is not carried over: the ioctl TIOCSTI/TIOCLINUX denial.
 // Expressing "ioctl except these requests" in the engine's comparison
 // language can be bypassed with high argument bits, and it is not needed
-// here: an exec's terminal is a pty the engine allocates inside the
+// there: an exec's terminal is a pty the engine allocates inside the
 // container, never the user's terminal (agentbox relays bytes to it), so
 // injected input can only reach the sandbox's own shell.
 
-// newestReviewed mirrors the native filter's maxReviewed.
-const newestReviewed = unix.SYS_FILE_SETATTR
-
-type seccompArg struct {
+type profileArg struct {
 	Index    uint   `json:"index"`
 	Value    uint64 `json:"value"`
 	ValueTwo uint64 `json:"valueTwo"`
 	Op       string `json:"op"`
 }
 
-type seccompRule struct {
+type profileRule struct {
 	Names    []string     `json:"names"`
 	Action   string       `json:"action"`
 	ErrnoRet *uint        `json:"errnoRet,omitempty"`
-	Args     []seccompArg `json:"args,omitempty"`
+	Args     []profileArg `json:"args,omitempty"`
 }
 
-type seccompJSON struct {
+type profileJSON struct {
 	DefaultAction string        `json:"defaultAction"`
 	Architectures []string      `json:"architectures"`
-	Syscalls      []seccompRule `json:"syscalls"`
+	Syscalls      []profileRule `json:"syscalls"`
 }
 
-var (
-	profileOnce sync.Once
-	profileText string
-	profileErr  error
-)
-
-// DockerProfile is the policy as a Docker Engine seccomp profile, ready for
-// the engine's seccomp= security option (built once).
-func DockerProfile() (string, error) {
-	profileOnce.Do(func() { profileText, profileErr = buildSeccompProfile() })
-	return profileText, profileErr
+// Profile returns the policy as a seccomp profile (JSON) for the linux
+// architecture goarch, which is the container engine's, not necessarily
+// agentbox's. It is rebuilt on each call.
+func Profile(goarch string) ([]byte, error) {
+	a, err := lookupArch(goarch)
+	if err != nil {
+		return nil, err
+	}
+	prof, err := a.profile()
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(prof)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: encode the %s profile: %w", goarch, err)
+	}
+	return b, nil
 }
 
-// nativeDenied is the set of system-call names the native filter denies
-// outright: the entries of seccomp.Denied that are plain names (the
-// others describe flag rules, mirrored below by hand).
-func nativeDenied() map[string]bool {
-	out := map[string]bool{}
-	for _, d := range Denied() {
-		if !strings.ContainsAny(d, " ,()") {
-			out[d] = true
-		}
+// profile compiles the policy to a profile for a.
+func (a *arch) profile() (profileJSON, error) {
+	if err := a.validate(); err != nil {
+		return profileJSON{}, err
 	}
-	// Flag-filtered calls get their own rules.
-	for _, n := range []string{"clone", "clone3", "unshare", "personality"} {
-		out[n] = true
+	// decided is every call the unconditional allow-list leaves out:
+	// refused outright, or decided by a rule below.
+	decided := map[string]bool{}
+	for _, d := range a.denied() {
+		decided[d.name] = true
 	}
-	return out
-}
+	var rules []profileRule
+	allowWithout := func(name string, arg, bits uint32) {
+		decided[name] = true
+		rules = append(rules, profileRule{Names: []string{name}, Action: "SCMP_ACT_ALLOW",
+			Args: []profileArg{{Index: uint(arg), Value: uint64(bits), ValueTwo: 0, Op: "SCMP_CMP_MASKED_EQ"}}})
+	}
+	for _, r := range namespaceRules {
+		allowWithout(r.name, r.arg, r.flags)
+	}
+	for _, r := range a.modeRules() {
+		allowWithout(r.name, r.arg, setIDBits)
+	}
+	decided["personality"] = true
+	for _, v := range allowedPersonalities {
+		rules = append(rules, profileRule{Names: []string{"personality"}, Action: "SCMP_ACT_ALLOW",
+			Args: []profileArg{{Index: 0, Value: uint64(v), Op: "SCMP_CMP_EQ"}}})
+	}
+	enosys := uint(unix.ENOSYS)
+	var enosysNames []string
+	for _, c := range enosysCalls {
+		decided[c.name] = true
+		enosysNames = append(enosysNames, c.name)
+	}
+	rules = append(rules, profileRule{Names: enosysNames, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
 
-func buildSeccompProfile() (string, error) {
-	if runtime.GOARCH != "amd64" || len(amd64Syscalls) == 0 {
-		return "", sandbox.Errorf(sandbox.ErrPolicyUnsupported, "seccomp: no Docker profile for %s (only amd64)", runtime.GOARCH)
-	}
-	denied := nativeDenied()
-	if len(denied) < 20 {
-		return "", fmt.Errorf("seccomp: the native deny list has only %d names; refusing to build a profile from it", len(denied))
-	}
-	// Calls that take a file mode are allowed only without the setuid and
-	// setgid bits, as in the native filter: a file planted in the host
-	// workspace bind would otherwise keep them on the host.
-	modeArgs := SetIDModeArgs()
+	newest := a.calls[newestReviewed]
 	var allowed []string
-	for name, nr := range amd64Syscalls {
-		if _, byMode := modeArgs[name]; nr <= newestReviewed && !denied[name] && !byMode && name != "openat2" {
+	for name, nr := range a.calls {
+		if nr <= newest && !decided[name] {
 			allowed = append(allowed, name)
 		}
 	}
 	slices.Sort(allowed)
-	const ns = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
-		unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
-	enosys := uint(unix.ENOSYS)
-	prof := seccompJSON{
+	return profileJSON{
 		DefaultAction: "SCMP_ACT_ERRNO",
-		Architectures: []string{"SCMP_ARCH_X86_64"},
-		Syscalls: []seccompRule{
-			{Names: allowed, Action: "SCMP_ACT_ALLOW"},
-			{Names: []string{"clone"}, Action: "SCMP_ACT_ALLOW", Args: []seccompArg{{Index: 0, Value: ns, ValueTwo: 0, Op: "SCMP_CMP_MASKED_EQ"}}},
-			{Names: []string{"unshare"}, Action: "SCMP_ACT_ALLOW", Args: []seccompArg{{Index: 0, Value: ns | unix.CLONE_NEWTIME, ValueTwo: 0, Op: "SCMP_CMP_MASKED_EQ"}}},
-			{Names: []string{"clone3"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys},
-			{Names: []string{"personality"}, Action: "SCMP_ACT_ALLOW", Args: []seccompArg{{Index: 0, Value: 0, Op: "SCMP_CMP_EQ"}}},
-			{Names: []string{"personality"}, Action: "SCMP_ACT_ALLOW", Args: []seccompArg{{Index: 0, Value: 0xffffffff, Op: "SCMP_CMP_EQ"}}},
-		},
-	}
-	modeNames := make([]string, 0, len(modeArgs))
-	for name := range modeArgs {
-		modeNames = append(modeNames, name)
-	}
-	slices.Sort(modeNames)
-	for _, name := range modeNames {
-		prof.Syscalls = append(prof.Syscalls, seccompRule{Names: []string{name}, Action: "SCMP_ACT_ALLOW",
-			Args: []seccompArg{{Index: uint(modeArgs[name]), Value: unix.S_ISUID | unix.S_ISGID, ValueTwo: 0, Op: "SCMP_CMP_MASKED_EQ"}}})
-	}
-	// openat2's mode is in a struct seccomp cannot read: ENOSYS, so
-	// callers fall back to openat.
-	prof.Syscalls = append(prof.Syscalls, seccompRule{Names: []string{"openat2"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
-	b, err := json.Marshal(prof)
-	if err != nil {
-		return "", fmt.Errorf("seccomp: encode the Docker profile: %w", err)
-	}
-	return string(b), nil
+		Architectures: []string{a.scmp},
+		Syscalls:      append([]profileRule{{Names: allowed, Action: "SCMP_ACT_ALLOW"}}, rules...),
+	}, nil
 }

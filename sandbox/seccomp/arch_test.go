@@ -3,26 +3,40 @@
 package seccomp
 
 import (
-	"runtime"
+	"maps"
+	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // TestTheTableOfThisArchitectureHasTheNumbersGoUses cross-checks the
 // generated table against the constants x/sys compiles in for the host.
 func TestTheTableOfThisArchitectureHasTheNumbersGoUses(t *testing.T) {
-	table := map[string]map[string]uint32{"amd64": amd64Syscalls, "arm64": arm64Syscalls}[runtime.GOARCH]
-	if table == nil {
-		t.Skipf("no table for %s", runtime.GOARCH)
+	a, err := nativeArch()
+	if err != nil {
+		testenv.Skipf(t, "%v", err)
 	}
 	for name, nr := range map[string]uint32{
 		"read": unix.SYS_READ, "openat": unix.SYS_OPENAT, "ioctl": unix.SYS_IOCTL, "clone": unix.SYS_CLONE,
 		"clone3": unix.SYS_CLONE3, "ptrace": unix.SYS_PTRACE, "newfstatat": unix.SYS_NEWFSTATAT,
 		"file_setattr": unix.SYS_FILE_SETATTR,
 	} {
-		if got, ok := table[name]; !ok || got != nr {
+		if got, ok := a.calls[name]; !ok || got != nr {
 			t.Errorf("%s: table has %d (present %v), x/sys has %d", name, got, ok, nr)
 		}
+	}
+}
+
+func TestARuleNamingAnUnknownCallFailsBothForms(t *testing.T) {
+	a := arches[0]
+	a.calls = maps.Clone(a.calls)
+	delete(a.calls, "ptrace")
+	if _, err := a.filter(); err == nil || !strings.Contains(err.Error(), `"ptrace"`) {
+		t.Errorf("filter error = %v, want one naming ptrace", err)
+	}
+	if _, err := a.profile(); err == nil || !strings.Contains(err.Error(), `"ptrace"`) {
+		t.Errorf("profile error = %v, want one naming ptrace", err)
 	}
 }
