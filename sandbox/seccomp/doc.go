@@ -32,14 +32,16 @@
 //
 // # Usage
 //
-// The native backend calls Install in the exec stage, right before execve:
-// the filter then applies to the command and everything it starts. Install
-// uses SECCOMP_FILTER_FLAG_TSYNC so that every thread of the (Go) calling
-// process gets the filter, not just the calling one. After Install the
-// caller cannot itself create namespaces or use clone3 (it returns ENOSYS),
-// so do all namespace set-up before. In Go that includes os/exec with
-// SysProcAttr.UseCgroupFD (or CLONE_NEWTIME), which uses clone3 without a
-// fallback; plain os/exec keeps working (it uses clone).
+// The native backend loads the filter on its init's spawning thread, a
+// locked OS thread from which every command is forked: the filter then
+// applies to each command and everything it starts, while the init's other
+// threads stay unfiltered. Install does exactly that for its caller: it
+// filters the calling thread only (no SECCOMP_FILTER_FLAG_TSYNC) and keeps
+// the goroutine on it. After Install the thread cannot itself create
+// namespaces or use clone3 (it returns ENOSYS), so do all namespace set-up
+// before. In Go that includes os/exec with SysProcAttr.UseCgroupFD (or
+// CLONE_NEWTIME), which uses clone3 without a fallback; plain os/exec and
+// syscall.ForkExec keep working (they use clone).
 //
 // Filter returns the program for inspection and tests; Denied lists what
 // it blocks, for documentation and --help. Only linux/amd64 and
