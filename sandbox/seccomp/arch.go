@@ -10,11 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The system-call tables in zsyscalls.go come from the zsysnum_linux_*.go
-// files of the golang.org/x/sys version in go.mod; gensyscalls' test fails
-// when they differ from what it writes now.
-//go:generate go run ./internal/gensyscalls -o zsyscalls.go
-
 // arch is a system-call ABI the policy is compiled for. Both forms can be
 // built for any of them on any host: the Docker profile is for the
 // engine's architecture, which need not be agentbox's.
@@ -29,8 +24,8 @@ type arch struct {
 	// x32 says that x32-ABI calls share audit and differ only by x32Bit;
 	// the filter refuses them by number.
 	x32 bool
-	// calls are the system calls by name (zsyscalls.go).
-	calls map[string]uint32
+	// calls are the system calls (zsyscalls.go).
+	calls syscallTable
 }
 
 // x32Bit marks x32-ABI system calls on x86_64.
@@ -54,6 +49,12 @@ func lookupArch(goarch string) (*arch, error) {
 
 // nativeArch is the architecture agentbox runs on.
 func nativeArch() (*arch, error) { return lookupArch(runtime.GOARCH) }
+
+// nr is the number of a call the policy names; callers validate first.
+func (a *arch) nr(name string) uint32 {
+	nr, _ := a.calls.lookup(name)
+	return nr
+}
 
 // has says whether a rule marked only for one architecture ("" for all)
 // applies to a.
@@ -85,23 +86,34 @@ func (a *arch) modeRules() []modeRule {
 // so that a misspelt or misplaced name fails the build of both forms
 // instead of dropping a rule.
 func (a *arch) validate() error {
-	names := []string{newestReviewed, "ioctl", "personality"}
-	for _, d := range a.denied() {
-		names = append(names, d.name)
+	var missing string
+	check := func(name string) {
+		if _, ok := a.calls.lookup(name); !ok && missing == "" {
+			missing = name
+		}
 	}
-	for _, r := range a.modeRules() {
-		names = append(names, r.name)
+	check(newestReviewed)
+	check("ioctl")
+	check("personality")
+	for _, d := range deniedCalls {
+		if a.has(d.only) {
+			check(d.name)
+		}
+	}
+	for _, r := range setIDModeRules {
+		if a.has(r.only) {
+			check(r.name)
+		}
 	}
 	for _, r := range namespaceRules {
-		names = append(names, r.name)
+		check(r.name)
 	}
 	for _, c := range enosysCalls {
-		names = append(names, c.name, c.fallback)
+		check(c.name)
+		check(c.fallback)
 	}
-	for _, name := range names {
-		if _, ok := a.calls[name]; !ok {
-			return fmt.Errorf("seccomp: the policy names %q, which is not a %s system call", name, a.goarch)
-		}
+	if missing != "" {
+		return fmt.Errorf("seccomp: the policy names %q, which is not a %s system call", missing, a.goarch)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func (a *arch) filter() ([]unix.SockFilter, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
-	nr := func(name string) uint32 { return a.calls[name] }
+	nr := a.nr
 	p := newProgram()
 
 	// A syscall from another ABI has other numbers; a table for the native

@@ -105,7 +105,7 @@ func TestEveryCallThePolicyRefusesIsRefusedByTheFilterAndTheProfile(t *testing.T
 				if got := profileVerdict(t, prof, name, [6]uint64{}); got != v {
 					t.Errorf("profile: %s gets %+v, want %+v", name, got, v)
 				}
-				if got := filterVerdict(t, prog, &a, a.calls[name], [6]uint64{}); got != v {
+				if got := filterVerdict(t, prog, &a, a.nr(name), [6]uint64{}); got != v {
 					t.Errorf("filter: %s gets %+v, want %+v", name, got, v)
 				}
 			}
@@ -143,8 +143,9 @@ func TestTheFilterAndTheProfileDecideEveryCallAlike(t *testing.T) {
 	for _, a := range arches {
 		t.Run(a.goarch, func(t *testing.T) {
 			prog, prof := forms(t, &a)
-			newest := a.calls[newestReviewed]
-			for name, nr := range a.calls {
+			newest := a.nr(newestReviewed)
+			for _, c := range a.calls {
+				name, nr := c.name, c.nr
 				for _, args := range vectors {
 					f := filterVerdict(t, prog, &a, nr, args)
 					p := profileVerdict(t, prof, name, args)

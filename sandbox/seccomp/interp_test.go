@@ -141,7 +141,7 @@ func TestFilterDecisions(t *testing.T) {
 			name string
 			data seccompData
 			want uint32
-		}{d.name + " is denied", native(a.calls[d.name]), actEPERM})
+		}{d.name + " is denied", native(a.nr(d.name)), actEPERM})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestRulesHaveNoDuplicateNumbers(t *testing.T) {
 	for _, a := range arches {
 		seen := map[uint32]string{}
 		for _, d := range a.denied() {
-			nr := a.calls[d.name]
+			nr := a.nr(d.name)
 			if other, dup := seen[nr]; dup {
 				t.Errorf("%s: %s and %s share number %d", a.goarch, d.name, other, nr)
 			}

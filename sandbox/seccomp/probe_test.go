@@ -136,7 +136,7 @@ func probes() []probe {
 // archProbe gives harmless arguments for the denials of one architecture
 // only (x86_64's port I/O and obsolete calls).
 func archProbe(a *arch, d deniedCall) probe {
-	p := probe{name: d.name, nr: uintptr(a.calls[d.name]), want: unix.EPERM}
+	p := probe{name: d.name, nr: uintptr(a.nr(d.name)), want: unix.EPERM}
 	switch d.name {
 	case "iopl":
 		p.args[0] = 4 // levels are 0..3: EINVAL

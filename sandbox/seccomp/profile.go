@@ -111,11 +111,11 @@ func (a *arch) profile() (profileJSON, error) {
 	}
 	rules = append(rules, profileRule{Names: enosysNames, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
 
-	newest := a.calls[newestReviewed]
+	newest := a.nr(newestReviewed)
 	var allowed []string
-	for name, nr := range a.calls {
-		if nr <= newest && !decided[name] {
-			allowed = append(allowed, name)
+	for _, c := range a.calls {
+		if c.nr <= newest && !decided[c.name] {
+			allowed = append(allowed, c.name)
 		}
 	}
 	slices.Sort(allowed)

@@ -82,10 +82,10 @@ func generate(dir, version string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(&b, "\n// %sSyscalls are the linux/%s system calls, by name.\n", arch, arch)
-		fmt.Fprintf(&b, "var %sSyscalls = map[string]uint32{\n", arch)
+		fmt.Fprintf(&b, "\n// %sSyscalls are the linux/%s system calls, sorted by name.\n", arch, arch)
+		fmt.Fprintf(&b, "var %sSyscalls = syscallTable{\n", arch)
 		for _, c := range calls {
-			fmt.Fprintf(&b, "\t%q: %d,\n", c.name, c.nr)
+			fmt.Fprintf(&b, "\t{%q, %d},\n", c.name, c.nr)
 		}
 		b.WriteString("}\n")
 	}
@@ -101,7 +101,7 @@ type call struct {
 // parse reads the SYS_* constants of an x/sys zsysnum file. A name is the
 // constant's, lower-cased without SYS_, which is the kernel's and
 // libseccomp's name (SYS__SYSCTL is _sysctl). The result is sorted by
-// number, as the kernel's tables are.
+// name, for lookups by binary search.
 func parse(path string) ([]call, error) {
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
 	if err != nil {
@@ -138,11 +138,6 @@ func parse(path string) ([]call, error) {
 	if len(calls) < 200 {
 		return nil, fmt.Errorf("%s: only %d system calls; not a syscall table", path, len(calls))
 	}
-	slices.SortFunc(calls, func(a, b call) int {
-		if a.nr != b.nr {
-			return int(a.nr) - int(b.nr)
-		}
-		return strings.Compare(a.name, b.name)
-	})
+	slices.SortFunc(calls, func(a, b call) int { return strings.Compare(a.name, b.name) })
 	return calls, nil
 }

@@ -29,13 +29,13 @@ func TestTheCheckedInTablesAreWhatTheGeneratorWrites(t *testing.T) {
 	}
 }
 
-func TestParseNamesCallsAsTheKernelAndSortsThemByNumber(t *testing.T) {
+func TestParseNamesCallsAsTheKernelAndSortsThemByName(t *testing.T) {
 	var src strings.Builder
 	src.WriteString("package unix\n\nconst (\n")
 	for i := range 250 {
-		fmt.Fprintf(&src, "\tSYS_CALL%d = %d\n", i, 250-i)
+		fmt.Fprintf(&src, "\tSYS_CALL%03d = %d\n", 249-i, i)
 	}
-	src.WriteString("\tSYS__SYSCTL = 0x0\n)\n")
+	src.WriteString("\tSYS__SYSCTL = 0x100\n)\n")
 	path := filepath.Join(t.TempDir(), "zsysnum_linux_test.go")
 	if err := os.WriteFile(path, []byte(src.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -44,10 +44,10 @@ func TestParseNamesCallsAsTheKernelAndSortsThemByNumber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := calls[0], (call{"_sysctl", 0}); got != want {
+	if got, want := calls[0], (call{"_sysctl", 0x100}); got != want {
 		t.Errorf("first call %+v, want %+v", got, want)
 	}
-	if got, want := calls[len(calls)-1], (call{"call0", 250}); got != want {
+	if got, want := calls[len(calls)-1], (call{"call249", 0}); got != want {
 		t.Errorf("last call %+v, want %+v", got, want)
 	}
 }
