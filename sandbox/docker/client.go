@@ -48,6 +48,7 @@ type engineInfo struct {
 	version       string
 	apiVersion    string
 	storageDriver string
+	arch          string // GOARCH of the engine's containers
 	seccomp       bool
 	rootless      bool
 	cgroupVersion string
@@ -140,6 +141,7 @@ func (c *Client) detect(ctx context.Context) error {
 		version:       info.ServerVersion,
 		apiVersion:    ping.APIVersion,
 		storageDriver: info.Driver,
+		arch:          engineGOARCH(info.Architecture),
 		cgroupVersion: info.CgroupVersion,
 		memoryLimit:   info.MemoryLimit,
 		swapLimit:     info.SwapLimit,

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
 // initCmd is what a session container runs: docker-init (tini, injected by
@@ -73,6 +74,26 @@ func envList(m map[string]string) []string {
 type containerPlan struct {
 	config *container.Config
 	host   *container.HostConfig
+}
+
+// seccompProfile is the system-call policy that the native backend
+// compiles to BPF, as a profile for the engine's architecture.
+func (c *Client) seccompProfile() (string, error) {
+	b, err := seccomp.Profile(c.engine.arch)
+	return string(b), err
+}
+
+// engineGOARCH maps the machine name an engine reports (uname -m) to the
+// GOARCH the seccomp policy is compiled for; an unknown name passes
+// through, and Profile then refuses it.
+func engineGOARCH(machine string) string {
+	switch machine {
+	case "x86_64":
+		return "amd64"
+	case "aarch64":
+		return "arm64"
+	}
+	return machine
 }
 
 // planContainer maps a spec (already checked against Enforces) onto a

@@ -7,8 +7,8 @@
 // (tini); commands arrive through the exec API (attach, stdin, TTY with
 // resize). The container has a read-only root, the workspace bound
 // read-write at the workdir, a /tmp tmpfs, no capabilities,
-// no-new-privileges, a seccomp allow-list mirroring the native filter
-// (seccomp.go), network mode none (or an internal network whose only
+// no-new-privileges, a seccomp allow-list compiled from the native filter's
+// policy (sandbox/seccomp), network mode none (or an internal network whose only
 // reachable address is the egress proxy, egress.go), memory (swap equal
 // to memory), pids and CPU limits, and the session user (1000:1000 by
 // default). Files in the workspace move through the host bind with

@@ -86,6 +86,9 @@ l = ctypes.CDLL(None, use_errno=True)
 l.syscall(435, 0, 0)
 print(ctypes.get_errno())
 '`, 0, "38\n"},
+		{"a setuid or setgid mode is refused by seccomp, a plain mode is not", `touch s && chmod 0755 s && echo plain
+chmod u+s s 2>/dev/null || echo setuid-refused
+chmod g+s s 2>/dev/null || echo setgid-refused`, 0, "plain\nsetuid-refused\nsetgid-refused\n"},
 		{"agentbox keeps nothing of its own in /tmp", `true; true; ls -a /tmp | grep -c agentbox || true`, 0, "0\n"},
 		{"host processes are invisible", `ls /proc | grep -c '^[0-9]' | awk '{print ($1 < 10) ? "few" : "many"}'`, 0, "few\n"},
 	}

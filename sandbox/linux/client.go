@@ -26,7 +26,7 @@ import (
 	"github.com/agentbox/agentbox/internal/sibling"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
-	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
+	"github.com/agentbox/agentbox/sandbox/seccomp"
 	"golang.org/x/sys/unix"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
-	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
+	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
 // inCgroup runs a host command inside a control group of its own with the

@@ -5,10 +5,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/agentbox/agentbox/sandbox/linux/control"
-	"github.com/agentbox/agentbox/sandbox/linux/seccomp"
+	"github.com/agentbox/agentbox/sandbox/seccomp"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -62,7 +61,9 @@ func dropPrivileges() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set no_new_privs: %w", err)
 	}
-	return installSeccomp()
+	// The seccomp filter, on this thread only: the init's other threads
+	// keep working unfiltered; the commands forked from this one inherit it.
+	return seccomp.Install()
 }
 
 // LastCap is the highest capability number the kernel knows.
@@ -76,22 +77,6 @@ func LastCap() (int, error) {
 		return 0, fmt.Errorf("parse cap_last_cap: %w", err)
 	}
 	return n, nil
-}
-
-// installSeccomp loads the seccomp package's filter on the calling thread
-// only (no TSYNC: the init's other threads keep working unfiltered; the
-// commands forked from this thread inherit it).
-func installSeccomp() error {
-	prog, err := seccomp.Filter()
-	if err != nil {
-		return fmt.Errorf("build seccomp filter: %w", err)
-	}
-	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
-	if errno != 0 {
-		return fmt.Errorf("install seccomp filter: %w", errno)
-	}
-	return nil
 }
 
 // Landlock access sets used by the rules below.

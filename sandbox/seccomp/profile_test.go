@@ -1,21 +1,34 @@
-package docker
+//go:build linux
+
+package seccomp
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 
-	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox"
 )
 
-func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
-	text, err := buildSeccompProfile()
+// decodeProfile returns the profile for goarch as the engine reads it.
+func decodeProfile(t *testing.T, goarch string) profileJSON {
+	t.Helper()
+	text, err := Profile(goarch)
 	if err != nil {
-		testenv.Skipf(t, "no profile on this architecture: %v", err)
-	}
-	var prof seccompJSON
-	if err := json.Unmarshal([]byte(text), &prof); err != nil {
 		t.Fatal(err)
+	}
+	var prof profileJSON
+	if err := json.Unmarshal(text, &prof); err != nil {
+		t.Fatal(err)
+	}
+	return prof
+}
+
+func TestTheAmd64ProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
+	prof := decodeProfile(t, "amd64")
+	if !slices.Equal(prof.Architectures, []string{"SCMP_ARCH_X86_64"}) {
+		t.Errorf("architectures %v, want x86_64 only", prof.Architectures)
 	}
 	if prof.DefaultAction != "SCMP_ACT_ERRNO" {
 		t.Fatalf("default action %s, want SCMP_ACT_ERRNO (an allow-list)", prof.DefaultAction)
@@ -57,5 +70,29 @@ func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
 		if !ok {
 			t.Errorf("no rule allowing %s only without the setuid and setgid bits", name)
 		}
+	}
+}
+
+func TestTheArm64ProfileNamesArm64Calls(t *testing.T) {
+	prof := decodeProfile(t, "arm64")
+	if !slices.Equal(prof.Architectures, []string{"SCMP_ARCH_AARCH64"}) {
+		t.Errorf("architectures %v, want aarch64 only", prof.Architectures)
+	}
+	allowed := prof.Syscalls[0].Names
+	for _, name := range []string{"read", "newfstatat", "execve", "renameat2"} {
+		if !slices.Contains(allowed, name) {
+			t.Errorf("%s is not allowed on arm64", name)
+		}
+	}
+	for _, name := range []string{"ptrace", "mount", "openat", "open", "iopl"} {
+		if slices.Contains(allowed, name) {
+			t.Errorf("%s is unconditionally allowed on arm64", name)
+		}
+	}
+}
+
+func TestThereIsNoProfileForAnArchitectureWithoutATable(t *testing.T) {
+	if _, err := Profile("riscv64"); !errors.Is(err, sandbox.ErrPolicyUnsupported) {
+		t.Errorf("Profile(riscv64) error = %v, want ErrPolicyUnsupported", err)
 	}
 }

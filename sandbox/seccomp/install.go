@@ -1,4 +1,4 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux
 
 package seccomp
 
@@ -11,15 +11,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Install loads the filter into the calling process, on every thread
-// (SECCOMP_FILTER_FLAG_TSYNC), so it binds the program the caller execs
-// next and everything that program starts. It is irreversible.
+// Install loads the filter into the calling thread only (no
+// SECCOMP_FILTER_FLAG_TSYNC), so it binds what that thread forks or execs
+// next and everything those programs start, while the process's other
+// threads keep working unfiltered: the native backend confines the init's
+// spawning thread this way and leaves the rest of the init free. It is
+// irreversible.
 //
-// Install sets no_new_privs on the calling thread first. The caller is
-// expected to have done so already (the kernel requires it to install a
-// filter without CAP_SYS_ADMIN); doing it again is harmless, and it spares
-// callers the trap that the flag is per thread while Go moves goroutines
-// between threads. TSYNC then extends no_new_privs to every thread.
+// Install locks the calling goroutine to its OS thread and never unlocks
+// it: the filter belongs to the thread, and a goroutine that moved would
+// start programs unfiltered from another one. It sets no_new_privs on the
+// thread first; the kernel requires it to install a filter without
+// CAP_SYS_ADMIN, and like the filter it is per thread.
 func Install() error {
 	prog, err := Filter()
 	if err != nil {
@@ -32,26 +35,18 @@ func Install() error {
 	}
 
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return sandbox.Wrap("seccomp: set no_new_privs", sandbox.ErrUnavailable, err)
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog)))
 	runtime.KeepAlive(prog)
 	switch {
 	case errno == unix.ENOSYS || errno == unix.EINVAL:
 		return sandbox.Wrap("seccomp: install filter", sandbox.ErrUnavailable,
-			fmt.Errorf("kernel lacks seccomp filters with TSYNC: %w", errno))
+			fmt.Errorf("kernel lacks seccomp filters: %w", errno))
 	case errno != 0:
 		return sandbox.Wrap("seccomp: install filter", nil, errno)
-	case r != 0:
-		// With TSYNC, a positive return is the id of a thread that could
-		// not be synchronised (it runs a filter that is not an ancestor of
-		// ours); no thread got the new filter.
-		return sandbox.Wrap("seccomp: install filter", nil,
-			fmt.Errorf("thread %d has a diverging seccomp filter; no thread was filtered", r))
 	}
 	return nil
 }
