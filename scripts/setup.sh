@@ -28,6 +28,19 @@ fi
 
 bash scripts/build.sh
 
+# The host ids the native backend's sessions run as (one slot of 65536 per
+# live session): a block no host account owns, reserved in /etc/subuid and
+# /etc/subgid under the name agentbox (sandbox/linux/ids.go). The block is
+# the backend's default, which it also checks without the entry.
+if [[ $(id -u) -eq 0 ]]; then
+	for f in /etc/subuid /etc/subgid; do
+		if ! grep -q '^agentbox:' "$f" 2>/dev/null; then
+			echo "setup: reserving host ids 1879048192-2147483647 for sandboxes in $f"
+			echo "agentbox:1879048192:268435456" >>"$f"
+		fi
+	done
+fi
+
 # staticcheck runs in make vet (the version is pinned for reproducible CI).
 staticcheck=$(go env GOPATH)/bin/staticcheck
 if ! "$staticcheck" -version 2>/dev/null | grep -q '(0.8.2)'; then

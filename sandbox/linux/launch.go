@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -157,7 +158,11 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) 
 			err = cmd.Start()
 		}
 	}
-	start()
+	if cfg.Rootless {
+		start()
+	} else if oerr := asNamespaceOwner(base, start); oerr != nil {
+		return nil, oerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start init %s: %w", c.exe, err)
 	}
@@ -246,4 +251,51 @@ func initLogTail(dir string) string {
 		b = b[len(b)-400:]
 	}
 	return " (init log: " + strings.TrimSpace(string(b)) + ")"
+}
+
+// asNamespaceOwner runs start, which clones the init with a new user
+// namespace, on a thread of its own whose effective ids are the session's
+// root's host ids (base), its capabilities kept: the namespace is then
+// owned by those ids. Threat: the kernel charges what a user namespace's
+// users hold of a per-user limit (inotify instances, user namespaces, the
+// other ucounts) to the namespace's owner as well, at each level up; a
+// namespace owned by host root lets a session exhaust host root's share
+// (200 inotify instances inside, and systemd, dockerd and tail -f on the
+// host get EMFILE). Owned by the session's own ids, it spends only its
+// own.
+func asNamespaceOwner(base uint32, start func()) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the runtime ends the thread, whose ids this
+		// changes, with the goroutine.
+		runtime.LockOSThread()
+		// The real and saved ids stay 0, so the permitted capabilities
+		// stay; the effective ones, which a change of the effective uid
+		// clears, are raised again from them. All of this is per thread
+		// (raw system calls: Go's own set*id act on every thread).
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, ^uintptr(0), uintptr(base), ^uintptr(0)); e != 0 {
+			errc <- fmt.Errorf("take the session's group id %d to own its user namespace: %w", base, e)
+			return
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(base), ^uintptr(0)); e != 0 {
+			errc <- fmt.Errorf("take the session's user id %d to own its user namespace: %w", base, e)
+			return
+		}
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var caps [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &caps[0]); err != nil {
+			errc <- fmt.Errorf("read the thread's capabilities: %w", err)
+			return
+		}
+		for i := range caps {
+			caps[i].Effective = caps[i].Permitted
+		}
+		if err := unix.Capset(&hdr, &caps[0]); err != nil {
+			errc <- fmt.Errorf("raise the thread's capabilities: %w", err)
+			return
+		}
+		start()
+		errc <- nil
+	}()
+	return <-errc
 }
