@@ -222,3 +222,25 @@ func writeFile(t *testing.T, content string) string {
 	}
 	return p
 }
+
+// TestARunResumedFromASnapshotCanWrite: a run that saved its state and a
+// snapshot, its own temporary workspace gone with it, is resumed in a new
+// process: the store opens for the snapshot the state names, the session
+// is rebuilt from it, and the agent can write in what was restored.
+func TestARunResumedFromASnapshotCanWrite(t *testing.T) {
+	linuxBackend(t)
+	dir := agentDir(t, "3 rows", false)
+	store, state := filepath.Join(dir, "store"), filepath.Join(dir, "state.json")
+	if _, stderr, code := runCLI(t, "run", "-q", "--agent", filepath.Join(dir, "agent.yaml"), "--store", store, "--save-snapshot", "--save-state", state, "--trace", filepath.Join(dir, "1.jsonl"), "count"); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	plan2 := writeFile(t, `steps:
+  - call: {tool: exec_command, arguments: {cmd: "echo more >> output/report.md && echo new > output/new.txt && cat output/new.txt"}}
+    expect: {exit_code: 0, output_contains: "new"}
+  - final: "wrote"
+`)
+	stdout, stderr, code := runCLI(t, "run", "-q", "--agent", filepath.Join(dir, "agent.yaml"), "--store", store, "--resume", state, "--plan", plan2, "--trace", filepath.Join(dir, "2.jsonl"), "write more")
+	if code != 0 || !strings.Contains(stdout, "wrote") {
+		t.Fatalf("resumed run: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}

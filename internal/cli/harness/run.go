@@ -193,7 +193,21 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 		level = slog.LevelDebug
 	}
 	bo := cli.BackendOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), Warn: stderr}
-	if f.snapshot != "" || f.saveSnapshot {
+	var resume *sandbox.State
+	if f.resume != "" {
+		data, err := os.ReadFile(f.resume)
+		if err != nil {
+			return fmt.Errorf("run: read session state: %w", err)
+		}
+		st, err := sandbox.UnmarshalState(data)
+		if err != nil {
+			return fmt.Errorf("run: %s: %w", f.resume, err)
+		}
+		resume = &st
+	}
+	// The store opens whenever anything names a snapshot: a session seeded
+	// from one, or rebuilt from the one its saved state names.
+	if f.snapshot != "" || f.saveSnapshot || (resume != nil && (resume.Snapshot != "" || resume.Spec.Snapshot != "")) {
 		store, err := snapshot.Open(f.store, snapshot.Options{})
 		if err != nil {
 			return fmt.Errorf("run: %w", err)
@@ -217,19 +231,6 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	var resume *sandbox.State
-	if f.resume != "" {
-		data, err := os.ReadFile(f.resume)
-		if err != nil {
-			return fmt.Errorf("run: read session state: %w", err)
-		}
-		st, err := sandbox.UnmarshalState(data)
-		if err != nil {
-			return fmt.Errorf("run: %s: %w", f.resume, err)
-		}
-		resume = &st
-	}
 
 	out := runJSON{Trace: tracePath, PromoteTo: promoteTo}
 	cfg := agent.RunConfig{
