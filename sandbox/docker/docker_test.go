@@ -294,6 +294,11 @@ func TestGCReapsOrphansAndSparesLiveSessions(t *testing.T) {
 	// that kill theirs.
 	c := testClient(t)
 	live := newSession(t, c, sandbox.Spec{})
+	// Stopped for a later Resume by a live process: not an orphan.
+	stopped := newSession(t, c, sandbox.Spec{})
+	if err := stopped.Stop(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
 	// An orphan: labelled as made by a process that has exited.
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -319,8 +324,8 @@ func TestGCReapsOrphansAndSparesLiveSessions(t *testing.T) {
 	}
 	var gotOrphan bool
 	for _, r := range reaped {
-		if r.Session == live.ID() {
-			t.Errorf("gc reaped the live session %s: %s", r.Session, r.Reason)
+		if r.Session == live.ID() || r.Session == stopped.ID() {
+			t.Errorf("gc reaped the session %s of a live process: %s", r.Session, r.Reason)
 		}
 		gotOrphan = gotOrphan || r.Session == "dk-orphan-test"
 	}
@@ -332,6 +337,13 @@ func TestGCReapsOrphansAndSparesLiveSessions(t *testing.T) {
 	}
 	if res := run(t, live, "echo alive"); string(res.Stdout) != "alive\n" {
 		t.Fatalf("live session after gc: %q", res.Stdout)
+	}
+	again, err := c.Resume(ctx, stopped.State())
+	if err != nil {
+		t.Fatalf("resume of a stopped session after gc: %v", err)
+	}
+	if res := run(t, again, "echo back"); string(res.Stdout) != "back\n" {
+		t.Fatalf("resumed session after gc: %q", res.Stdout)
 	}
 }
 

@@ -24,9 +24,10 @@ type GCOptions struct {
 }
 
 // GC removes agentbox containers (those labelled agentbox.session) that
-// are orphans: stopped, or created on this host by a process that no
-// longer exists (a crashed agentbox). Containers of live agentbox
-// processes, and of other hosts sharing the engine, are left alone.
+// are orphans: created on this host by a process that no longer exists
+// (a crashed agentbox), or with no owner at all. Containers of live
+// agentbox processes (running, still starting, or stopped for a later
+// Resume), and of other hosts sharing the engine, are left alone.
 func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
 	list, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelSession)})
 	if err != nil {
@@ -39,14 +40,12 @@ func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
 		reason := ""
 		pid, _ := strconv.Atoi(ct.Labels[labelOwnerPID])
 		switch {
-		case ct.State != "running":
-			reason = "container is " + string(ct.State)
 		case ct.Labels[labelOwnerHost] != me:
 			continue // another host's agentbox: its pid means nothing here
 		case pid <= 0:
 			reason = "no owner pid label"
 		case !processAlive(pid):
-			reason = fmt.Sprintf("owner process %d is gone", pid)
+			reason = fmt.Sprintf("owner process %d is gone (container %s)", pid, ct.State)
 		default:
 			continue
 		}
