@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox/linux/control"
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
@@ -255,6 +256,9 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 		if !fi.IsDir() {
 			return sandbox.Errorf(sandbox.ErrInvalid, "linux: workspace %s is not a directory", spec.Workspace)
 		}
+		if err := checkSource(spec.Workspace); err != nil {
+			return sandbox.Wrap(op, sandbox.ErrInvalid, fmt.Errorf("workspace %s: %w", spec.Workspace, err))
+		}
 		if spec.Policy.Resources.DiskBytes > 0 {
 			return &sandbox.Error{Op: op, Kind: sandbox.ErrPolicyUnsupported, Err: fmt.Errorf(
 				"%s: a disk quota needs a workspace the session creates (an ext4 image); it cannot be put on the existing directory %s", sandbox.PartDisk, spec.Workspace)}
@@ -297,6 +301,9 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 		}
 		if _, err := os.Stat(m.Source); err != nil {
 			return sandbox.Wrap(op, sandbox.ErrNotFound, fmt.Errorf("mount source %s: %w", m.Source, err))
+		}
+		if err := checkSource(m.Source); err != nil {
+			return sandbox.Wrap(op, sandbox.ErrInvalid, fmt.Errorf("mount source %s: %w", m.Source, err))
 		}
 	}
 	return nil
@@ -352,4 +359,14 @@ func containsPath(dir, p string) bool {
 	}
 	dir, p = resolve(dir), resolve(p)
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// checkSource refuses, before anything starts, a source path that a link
+// leads through (see openSource, which holds when the path is opened).
+func checkSource(p string) error {
+	fd, err := openSource(p)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
 }

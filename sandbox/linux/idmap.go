@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/beneath"
 	"github.com/agentbox/agentbox/sandbox/linux/control"
 )
 
@@ -53,9 +55,9 @@ func (c *Client) sources(cfg *control.Config, base uint32) ([]*os.File, error) {
 		}
 	}()
 	for i, p := range paths {
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+		fd, err := openSource(p)
 		if err != nil {
-			return fail(fmt.Errorf("open %s: %w", p, err))
+			return fail(err)
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(fd, &st)
@@ -144,4 +146,20 @@ func (c *Client) holdUserns(uid, toUID, gid, toGID uint32) (*os.File, error) {
 		return nil, fmt.Errorf("open the user namespace for an idmapped mount: %w", err)
 	}
 	return ns, nil
+}
+
+// openSource opens the host path p of a workspace or mount source without
+// following a symlink in any of its components. Threat: a sandbox that
+// shares a directory plants a link in it (out -> /root), and a later
+// session given that path as a source (--ro shared/out) would mount what
+// the link names. A link is refused, named, and the way out said.
+func openSource(p string) (int, error) {
+	fd, err := beneath.OpenPath(p, beneath.Options{Flags: unix.O_PATH})
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return -1, fmt.Errorf("%w: a workspace or mount source is never reached through a symbolic link (one in a shared directory may have been planted by a sandbox); name the directory it leads to, if you trust it", err)
+		}
+		return -1, fmt.Errorf("open %s: %w", p, err)
+	}
+	return fd, nil
 }

@@ -225,3 +225,41 @@ func asUID1000(argv ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// TestALinkPlantedInASharedDirectoryNeverLeadsAMount: a session plants
+// out -> a host directory in its workspace; a later session given that
+// path as a mount source, read-only or read-write, or as its workspace,
+// is refused naming the link, and the host directory is never mounted.
+func TestALinkPlantedInASharedDirectoryNeverLeadsAMount(t *testing.T) {
+	secretFile, secret := plantHostSecret(t, "")
+	hostDir := filepath.Dir(secretFile)
+	c := newClient(t)
+	a, err := c.Create(context.Background(), withHelper(sandbox.Spec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	if r := sh(t, a, "ln -s "+hostDir+" out && ls -l out"); r.ExitCode != 0 {
+		t.Fatalf("plant the link: %s", r.Stderr)
+	}
+	planted := filepath.Join(a.State().Workspace, "out")
+	for _, spec := range []sandbox.Spec{
+		{Mounts: []sandbox.Mount{{Source: planted, Target: "/workspace/in", ReadOnly: true}}},
+		{Mounts: []sandbox.Mount{{Source: planted, Target: "/workspace/in"}}},
+		{Workspace: planted},
+		{Mounts: []sandbox.Mount{{Source: filepath.Join(planted, filepath.Base(secretFile)), Target: "/workspace/in.txt", ReadOnly: true}}},
+	} {
+		b, err := c.Create(context.Background(), withHelper(spec))
+		if err == nil {
+			r := sh(t, b, "cat in/secret.txt in.txt secret.txt 2>/dev/null")
+			b.Close(context.Background())
+			t.Fatalf("a session with %+v was created (and read %q)", spec, r.Stdout)
+		}
+		if !strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), "out") {
+			t.Errorf("refusal of %+v does not name the link: %v", spec, err)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the refusal carries the secret")
+		}
+	}
+}

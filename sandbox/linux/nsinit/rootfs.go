@@ -87,7 +87,7 @@ func buildRoot(cfg *control.Config, sources []*os.File) error {
 		if cfg.Idmapped {
 			return moveSource(root, sources[i], p)
 		}
-		return bindInto(root, path, p, readOnly)
+		return bindSource(root, path, p, readOnly)
 	}
 	if err := source(0, cfg.Workspace, cfg.Workdir, false); err != nil {
 		return fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
@@ -195,6 +195,20 @@ func bindInto(root, src, p string, readOnly bool) error {
 		return fmt.Errorf("bind %s on %s: %w", src, p, err)
 	}
 	return nil
+}
+
+// bindSource binds the host directory or file path (a rootless
+// session's workspace or mount source) on the sandbox path p under root,
+// opened without following a symlink in any component (as the client
+// opens an idmapped source): a link a sandbox planted in a shared
+// directory never leads a mount elsewhere.
+func bindSource(root, path, p string, readOnly bool) error {
+	fd, err := beneath.OpenPath(path, beneath.Options{Flags: unix.O_PATH})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return bindInto(root, fdPath(fd), p, readOnly)
 }
 
 // moveSource puts the detached, idmapped mount src (the client set its
