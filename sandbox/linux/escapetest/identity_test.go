@@ -263,3 +263,21 @@ func TestALinkPlantedInASharedDirectoryNeverLeadsAMount(t *testing.T) {
 		}
 	}
 }
+
+// TestTheKernelsLayoutAndTheHostsIdentityAreMasked: what a sandbox has no
+// need to read, and an exploit or a fingerprint would, shows nothing, to
+// the sandbox user and to root inside alike.
+func TestTheKernelsLayoutAndTheHostsIdentityAreMasked(t *testing.T) {
+	files := []string{"/proc/slabinfo", "/proc/kpageflags", "/proc/kpagecount", "/proc/vmallocinfo", "/proc/key-users",
+		"/proc/iomem", "/proc/sys/kernel/random/boot_id", "/proc/kallsyms", "/proc/keys"}
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			for _, f := range files {
+				r := sh(t, who.s, "head -c 64 "+f+" 2>/dev/null | od -An -c | head -2")
+				if got := strings.TrimSpace(string(r.Stdout)); got != "" {
+					t.Errorf("%s reads %q", f, got)
+				}
+			}
+		})
+	}
+}

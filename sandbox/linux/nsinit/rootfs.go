@@ -698,7 +698,13 @@ func buildDev(cfg *control.Config) error {
 // kernel memory, keys or timing.
 var (
 	procReadOnly = []string{"sys", "sysrq-trigger", "irq", "bus", "fs"}
-	procMasked   = []string{"kcore", "keys", "timer_list", "sched_debug", "kmsg", "kallsyms", "acpi", "scsi", "latency_stats", "config.gz"}
+	procMasked   = []string{"kcore", "keys", "key-users", "timer_list", "sched_debug", "kmsg", "kallsyms", "acpi", "scsi", "latency_stats", "config.gz",
+		// Kernel memory layout and allocator state: aids to heap and
+		// address-space exploits, of no use to a command.
+		"slabinfo", "kpageflags", "kpagecount", "kpagecgroup", "vmallocinfo", "pagetypeinfo", "iomem", "ioports",
+		// The host's identity across sessions (a fingerprint that ties
+		// sandboxes together).
+		"sys/kernel/random/boot_id"}
 )
 
 // buildProc mounts a /proc of the session's pid namespace and masks what
