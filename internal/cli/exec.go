@@ -35,6 +35,7 @@ func Exec(a *App) *cobra.Command {
 		tty     bool
 		session string
 		timeout time.Duration
+		raw     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] -- CMD [ARGS...]",
@@ -73,7 +74,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			eio := execIO{json: asJSON, tty: tty, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+			eio := execIO{json: asJSON, tty: tty, raw: raw, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
 				saveSnapshot: sf.workspace.saveSnapshot, timeout: timeout}
 			if err := eio.check(); err != nil {
 				return Fail(fmt.Errorf("exec: %w", err))
@@ -124,6 +125,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 	fl.StringVar(&session, "session", "", "run in the live session `ID` (agentbox session create) instead of a fresh sandbox")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object: exit_code, stdout, stderr, duration_ms, timed_out, oom_killed, output_truncated, violations")
 	fl.BoolVarP(&tty, "tty", "t", false, "give the command a pseudo-terminal (interactive programs; stdin must be a terminal)")
+	fl.BoolVar(&raw, "raw", false, "pass the command's control characters to your terminal as they are (by default they are shown, not obeyed, unless --tty)")
 	return cmd
 }
 
@@ -163,6 +165,7 @@ func (a *App) execInSession(ctx context.Context, id string, argv []string, eio e
 // execIO is where `exec` reads and writes.
 type execIO struct {
 	json, tty      bool
+	raw            bool // pass control characters to a terminal as they are
 	saveSnapshot   bool
 	timeout        time.Duration
 	stdin          io.Reader
@@ -331,8 +334,12 @@ func streamExec(ctx context.Context, sess sandbox.Session, req sandbox.ExecReque
 		}
 	}
 	wg.Add(2)
-	go copyOut(eio.stdout, p.Stdout())
-	go copyOut(eio.stderr, p.Stderr())
+	stdout, stderr := eio.stdout, eio.stderr
+	if !req.TTY {
+		stdout, stderr = toTerminal(stdout, eio.raw), toTerminal(stderr, eio.raw)
+	}
+	go copyOut(stdout, p.Stdout())
+	go copyOut(stderr, p.Stderr())
 	done := make(chan struct{})
 	var st sandbox.ExitStatus
 	var werr error
