@@ -21,10 +21,18 @@ import (
 
 // Defaults for limits that always exist.
 const (
-	defaultTmpBytes = 256 << 20
-	defaultFileSize = 8 << 30
-	defaultNoFile   = 4096
-	startTimeout    = 10 * time.Second
+	// defaultCPUWeight is every session's share of the CPU under
+	// contention: half a default group's (cgroup2's scale), so that busy
+	// sandboxes leave the host's own work its due even without --cpus.
+	defaultCPUWeight = 50
+	// defaultWorkspaceBytes and defaultWorkspaceInodes bound a workspace
+	// the session makes when no --disk asks for another size.
+	defaultWorkspaceBytes  = 2 << 30
+	defaultWorkspaceInodes = 256 << 10
+	defaultTmpBytes        = 256 << 20
+	defaultFileSize        = 8 << 30
+	defaultNoFile          = 4096
+	startTimeout           = 10 * time.Second
 )
 
 // undo is a stack of clean-up steps run in reverse on failure.
@@ -43,16 +51,21 @@ func (u *undo) run() {
 // cgroup, init, and the egress proxy. On any failure, everything made so
 // far is removed.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	s, err := c.create(ctx, spec, c.newID(), false)
+	s, err := c.create(ctx, spec, c.newID(), nil)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// create builds a session; adopt makes it own (and later remove) an
-// existing spec.Workspace, for a session rebuilt on its own workspace.
-func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt bool) (_ *session, err error) {
+// adoption is what a session rebuilt on the workspace of a gone session
+// that owned it takes over: the workspace (it removes it at its end), and
+// the tmpfs it is when it is one.
+type adoption struct{ tmpfs bool }
+
+// create builds a session; adopt, when set, makes it own (and later
+// remove) the existing spec.Workspace, for a session rebuilt on its own.
+func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt *adoption) (_ *session, err error) {
 	const op = "linux: create"
 	weakened, err := sandbox.Check(c.Name(), c.Enforces(), spec.Policy, spec.AllowWeaker, c.log)
 	if err != nil {
@@ -129,6 +142,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		MemoryBytes: spec.Policy.Resources.MemoryBytes,
 		Pids:        spec.Policy.Resources.Pids,
 		CPUs:        spec.Policy.Resources.CPUs,
+		Weight:      c.cpuWeight(),
 	})
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
@@ -195,7 +209,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 
 // prepareHost makes the session directory and the workspace (fresh, on a
 // size-limited image, or seeded from a snapshot), each with its undo.
-func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles, u *undo, spec sandbox.Spec, ws string, adopt bool) error {
+func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles, u *undo, spec sandbox.Spec, ws string, adopt *adoption) error {
 	const op = "linux: create"
 	dir := h.StateDir
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -215,6 +229,16 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles,
 			}
 			h.DiskImage = img
 			u.push(func() { unmountDisk(ws) })
+		} else if !c.rootless {
+			// Bounded by default: a tmpfs of its own (in memory, which the
+			// session's memory limit counts as its commands write it), so a
+			// command cannot fill the host's disk or its inodes.
+			opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0755", defaultWorkspaceBytes, defaultWorkspaceInodes)
+			if err := unix.Mount("agentbox-workspace", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+				return sandbox.Wrap(op, nil, fmt.Errorf("bound the workspace %s with a tmpfs: %w", ws, err))
+			}
+			h.WorkspaceTmpfs = true
+			u.push(func() { _ = unix.Unmount(ws, unix.MNT_DETACH) })
 		}
 	}
 	if spec.Snapshot != "" {
@@ -224,9 +248,10 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles,
 		st.Snapshot = spec.Snapshot
 	}
 	st.Workspace = ws
-	if adopt {
+	if adopt != nil {
 		st.OwnsWorkspace = true
 		st.Spec.Workspace = ""
+		h.WorkspaceTmpfs = adopt.tmpfs
 	}
 	return nil
 }
@@ -369,4 +394,13 @@ func checkSource(p string) error {
 		return err
 	}
 	return unix.Close(fd)
+}
+
+// cpuWeight is the CPU share sessions get where a cpu controller is there
+// to give it; 0 (none asked) where not.
+func (c *Client) cpuWeight() int {
+	if c.cg.Where(cgroups.CPU) == "" {
+		return 0
+	}
+	return defaultCPUWeight
 }

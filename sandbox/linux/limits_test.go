@@ -3,6 +3,7 @@ package linux
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -231,5 +232,57 @@ func TestSessionTimeoutEndsTheSession(t *testing.T) {
 	}
 	if _, err := sandbox.Exec(context.Background(), s, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrTimeout) {
 		t.Errorf("exec after the session timeout: %v, want ErrTimeout", err)
+	}
+}
+
+// TestASessionIsBoundedByDefault: with no --disk and no --cpus, a session
+// still cannot fill the host's disk or inodes (its own workspace is a
+// size-limited tmpfs) nor take every core from the host under contention
+// (its CPU share is half a default group's).
+func TestASessionIsBoundedByDefault(t *testing.T) {
+	c := newTestClient(t)
+	if c.rootless {
+		t.Skip("rootless sessions cannot mount their workspace or write cgroups")
+	}
+	s := newTestSession(t, c, sandbox.Spec{})
+	res := run(t, s, "stat", "-f", "-c", "%b %S %c", "/workspace")
+	var blocks, bsize, inodes int64
+	if _, err := fmt.Sscan(string(res.Stdout), &blocks, &bsize, &inodes); err != nil {
+		t.Fatalf("stat -f /workspace: %q", res.Stdout)
+	}
+	if size := blocks * bsize; size <= 0 || size > defaultWorkspaceBytes {
+		t.Errorf("the workspace holds %d bytes, want at most %d", size, defaultWorkspaceBytes)
+	}
+	if inodes <= 0 || inodes > defaultWorkspaceInodes {
+		t.Errorf("the workspace holds %d inodes, want at most %d", inodes, defaultWorkspaceInodes)
+	}
+	if c.cg.Where(cgroups.CPU) == "" {
+		testenv.Skipf(t, "no cpu controller here")
+	}
+	g := s.(*session).g
+	want, file := "50", "cpu.weight"
+	dir := g.Dir("v2")
+	if c.cg.Where(cgroups.CPU) == "v1" {
+		want, file, dir = "512", "cpu.shares", g.Dir(cgroups.CPU)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, file)); err != nil || strings.TrimSpace(string(b)) != want {
+		t.Errorf("%s of the session = %q, %v; want %s", file, b, err, want)
+	}
+}
+
+// TestTmpfsWritesCountInTheMemoryLimit: what a command writes to /tmp,
+// /dev/shm or its own workspace (each a tmpfs) is memory the session's
+// limit counts, so none of them is a way around it.
+func TestTmpfsWritesCountInTheMemoryLimit(t *testing.T) {
+	c := newTestClient(t)
+	if !hasPart(c, sandbox.PartMemory) {
+		testenv.Skipf(t, "no memory limits here")
+	}
+	s := newTestSession(t, c, sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{MemoryBytes: 48 << 20}}})
+	for _, dir := range []string{"/tmp", "/dev/shm", "/workspace"} {
+		res := run(t, s, "sh", "-c", "dd if=/dev/zero of="+dir+"/fill bs=1M count=96 2>&1; rm -f "+dir+"/fill")
+		if res.ExitCode == 0 && !res.OOMKilled && strings.Contains(string(res.Stdout), "96+0 records out") {
+			t.Errorf("96 MiB went to %s under a 48 MiB limit: %s", dir, res.Stdout)
+		}
 	}
 }

@@ -63,11 +63,13 @@ func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session
 		return nil, sandbox.Wrap(op, nil, fmt.Errorf("clear what is left of it: %w", err))
 	}
 	spec := st.Spec
-	adopt := false
+	var adopt *adoption
 	if st.Workspace != "" && dirExists(st.Workspace) && h.DiskImage == "" {
 		spec.Workspace = st.Workspace
 		spec.Snapshot = ""
-		adopt = st.OwnsWorkspace
+		if st.OwnsWorkspace {
+			adopt = &adoption{tmpfs: h.WorkspaceTmpfs}
+		}
 	} else {
 		spec.Workspace = ""
 		spec.Snapshot = st.Snapshot
@@ -108,6 +110,13 @@ func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 	h, err := c.stateOf(st)
 	if err != nil {
 		return err
+	}
+	if st.Workspace == "" {
+		// A state that names only the session: what it holds is what its
+		// state.json says.
+		if saved, err := readState(h.StateDir); err == nil && saved.ID == st.ID {
+			st.Workspace, st.OwnsWorkspace = saved.Workspace, saved.OwnsWorkspace
+		}
 	}
 	s := newSession(c, st, h, c.cg.Open(st.ID))
 	s.closed = true

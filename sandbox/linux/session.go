@@ -343,7 +343,7 @@ func (s *session) Close(ctx context.Context) error {
 // it in the session, and a command not yet killed could read a denied
 // file in that moment; such a workspace waits for the processes' end.
 func (c *Client) removeOwnDirs(st sandbox.State, h handles) {
-	if st.OwnsWorkspace && st.Workspace != "" && h.DiskImage == "" && len(st.Spec.Policy.Filesystem.Deny) == 0 {
+	if st.OwnsWorkspace && st.Workspace != "" && !h.workspaceMounted() && len(st.Spec.Policy.Filesystem.Deny) == 0 {
 		_ = os.RemoveAll(st.Workspace)
 	}
 	if dir := c.ownStateDir(h); dir != "" {
@@ -369,6 +369,11 @@ func (c *Client) release(st sandbox.State, h handles) error {
 	}
 	if h.DiskImage != "" && st.Workspace != "" {
 		unmountDisk(st.Workspace)
+	}
+	if h.WorkspaceTmpfs && st.OwnsWorkspace && st.Workspace != "" {
+		if err := unix.Unmount(st.Workspace, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+			errs = append(errs, fmt.Errorf("unmount the workspace's tmpfs %s: %w", st.Workspace, err))
+		}
 	}
 	if st.OwnsWorkspace && st.Workspace != "" {
 		if err := os.RemoveAll(st.Workspace); err != nil {

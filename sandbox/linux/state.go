@@ -34,6 +34,10 @@ type handles struct {
 	ProxyPort int `json:"proxy_port,omitempty"`
 	// DiskImage is the workspace's size-limited image, when it has one.
 	DiskImage string `json:"disk_image,omitempty"`
+	// WorkspaceTmpfs says the session's own workspace is a size-limited
+	// tmpfs mounted on its directory (the default bound when there is no
+	// DiskImage).
+	WorkspaceTmpfs bool `json:"workspace_tmpfs,omitempty"`
 	// MadeDirs are the mount points of missing denied paths the init made
 	// on the host, for the session's end to remove (see denydirs.go).
 	MadeDirs []madeDir `json:"deny_mount_points,omitempty"`
@@ -74,21 +78,25 @@ func decodeHandles(st sandbox.State) (handles, error) {
 }
 
 // withDefaults fills what a state that names only a session (an id, as
-// from a listing) leaves out: its directory, socket and init pid, found
-// where the client keeps them.
+// from a listing) leaves out: its handles as the session directory's
+// state.json has them, else its directory and socket where the client
+// keeps them.
 func (c *Client) withDefaults(st sandbox.State, h handles) handles {
+	if h.StateDir == "" {
+		h.StateDir = c.sessionDir(st.ID)
+	}
+	if h.InitPID == 0 {
+		if saved, err := readState(h.StateDir); err == nil && saved.ID == st.ID {
+			if sh, err := decodeHandles(saved); err == nil {
+				h = sh
+			}
+		}
+	}
 	if h.StateDir == "" {
 		h.StateDir = c.sessionDir(st.ID)
 	}
 	if h.Socket == "" {
 		h.Socket = filepath.Join(h.StateDir, "control.sock")
-	}
-	if h.InitPID == 0 {
-		if saved, err := readState(h.StateDir); err == nil && saved.ID == st.ID {
-			if sh, err := decodeHandles(saved); err == nil {
-				h.InitPID = sh.InitPID
-			}
-		}
 	}
 	return h
 }
@@ -130,3 +138,8 @@ func InitPID(st sandbox.State) (int, error) {
 	}
 	return h.InitPID, nil
 }
+
+// workspaceMounted reports whether the session's workspace is a mount of
+// its own (an image or a tmpfs), gone with the session: such a workspace
+// is rebuilt from a snapshot, never adopted.
+func (h handles) workspaceMounted() bool { return h.DiskImage != "" || h.WorkspaceTmpfs }

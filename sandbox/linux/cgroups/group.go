@@ -16,6 +16,9 @@ type Limits struct {
 	MemoryBytes int64
 	Pids        int64
 	CPUs        float64
+	// Weight is the session's share of CPU time under contention, on
+	// cgroup2's scale (100 is a default group's); 0 leaves the default.
+	Weight int
 }
 
 // Group is one session's set of control groups, one directory per
@@ -47,7 +50,7 @@ func (h *Host) Create(name string, l Limits) (g *Group, err error) {
 			g = nil
 		}
 	}()
-	need := map[string]bool{Memory: l.MemoryBytes > 0, Pids: l.Pids > 0, CPU: l.CPUs > 0}
+	need := map[string]bool{Memory: l.MemoryBytes > 0, Pids: l.Pids > 0, CPU: l.CPUs > 0 || l.Weight > 0}
 	if h.V2 != "" {
 		var v2ctl []string
 		for _, c := range []string{Memory, Pids, CPU} {
@@ -147,6 +150,21 @@ func (g *Group) setLimits(l Limits) error {
 			return fmt.Errorf("cgroups: set pids limit: %w", err)
 		}
 		g.enforced = append(g.enforced, "pids ("+h.Where(Pids)+" pids.max)")
+	}
+	if l.Weight > 0 {
+		switch h.Where(CPU) {
+		case "v2":
+			if err := writeFile(filepath.Join(g.dirs["v2"], "cpu.weight"), strconv.Itoa(l.Weight)); err != nil {
+				return fmt.Errorf("cgroups: set cpu weight: %w", err)
+			}
+			g.enforced = append(g.enforced, "cpu share (v2 cpu.weight)")
+		case "v1":
+			shares := max(2, l.Weight*1024/100)
+			if err := writeFile(filepath.Join(g.dirs[CPU], "cpu.shares"), strconv.Itoa(shares)); err != nil {
+				return fmt.Errorf("cgroups: set cpu shares: %w", err)
+			}
+			g.enforced = append(g.enforced, "cpu share (v1 cpu.shares)")
+		}
 	}
 	if l.CPUs > 0 {
 		quota := int64(l.CPUs * cpuPeriod)
