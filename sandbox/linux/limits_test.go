@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -284,5 +285,33 @@ func TestTmpfsWritesCountInTheMemoryLimit(t *testing.T) {
 		if res.ExitCode == 0 && !res.OOMKilled && strings.Contains(string(res.Stdout), "96+0 records out") {
 			t.Errorf("96 MiB went to %s under a 48 MiB limit: %s", dir, res.Stdout)
 		}
+	}
+}
+
+// TestTheInitKillsACommandAtItsTimeout: the timeout holds inside the
+// sandbox. A command started (not Exec'd: nothing on the client side
+// counts its time) with a timeout is killed by the init when it passes,
+// and Wait says so.
+func TestTheInitKillsACommandAtItsTimeout(t *testing.T) {
+	c := newTestClient(t)
+	s := newTestSession(t, c, sandbox.Spec{})
+	p, err := s.Start(context.Background(), sandbox.ExecRequest{Cmd: []string{"sh", "-c", "sleep 30 & sleep 30"}, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_ = p.Stdin().Close()
+	go io.Copy(io.Discard, p.Stdout())
+	go io.Copy(io.Discard, p.Stderr())
+	start := time.Now()
+	st, err := p.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.TimedOut || time.Since(start) > 10*time.Second {
+		t.Fatalf("after %v: %+v; want timed out at 300ms", time.Since(start), st)
+	}
+	if len(st.Violations) == 0 || !strings.Contains(st.Violations[0], "exec timeout of 300ms") {
+		t.Errorf("violations %q", st.Violations)
 	}
 }

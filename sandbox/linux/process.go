@@ -29,6 +29,7 @@ type process struct {
 	pty    *os.File
 
 	oomBefore uint64
+	timeout   time.Duration // the limit the init enforces
 	denBefore int
 
 	killOnce  sync.Once
@@ -51,7 +52,7 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	if err != nil {
 		return nil, err
 	}
-	p := &process{s: s, oomBefore: s.g.OOMKills()}
+	p := &process{s: s, oomBefore: s.g.OOMKills(), timeout: req.EffectiveTimeout(s.policy())}
 	if e := s.egressRef(); e != nil {
 		p.denBefore = e.denialCount()
 	}
@@ -100,7 +101,8 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetWriteDeadline(d)
 	}
-	if err := control.Send(c, control.Request{Op: control.OpExec, Cmd: req.Cmd, Dir: dir, Env: s.env(req), TTY: req.TTY}, remote...); err != nil {
+	timeout := req.EffectiveTimeout(s.policy())
+	if err := control.Send(c, control.Request{Op: control.OpExec, Cmd: req.Cmd, Dir: dir, Env: s.env(req), TTY: req.TTY, Timeout: int64(timeout)}, remote...); err != nil {
 		return nil, sandbox.Wrap(op, nil, fmt.Errorf("send %q to the init: %w", req.Cmd[0], err))
 	}
 	control.CloseAll(remote)
@@ -179,6 +181,10 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		}
 		e := r.Exited
 		p.status = sandbox.ExitStatus{ExitCode: e.Code, Signal: e.Signal}
+		if e.TimedOut {
+			p.status.TimedOut = true
+			p.status.Violations = append(p.status.Violations, sandbox.ExecTimeoutViolation(p.timeout))
+		}
 		if (e.Signal == "SIGKILL" || e.Code == 137) && p.s.g.OOMKills() > p.oomBefore {
 			p.status.OOMKilled = true
 			p.status.Violations = append(p.status.Violations, sandbox.OOMViolation(p.s.policy().Resources.MemoryBytes))

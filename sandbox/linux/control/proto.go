@@ -28,6 +28,10 @@ type Request struct {
 	Dir string   `json:"dir,omitempty"`
 	Env []string `json:"env,omitempty"`
 	TTY bool     `json:"tty,omitempty"`
+	// Timeout (nanoseconds, 0 for none) is when the init kills the
+	// command's whole tree: the limit holds inside the sandbox, whatever
+	// becomes of the client that asked.
+	Timeout int64 `json:"timeout,omitempty"`
 	// Port is the loopback port OpListen asks for (0: any).
 	Port int `json:"port,omitempty"`
 }
@@ -61,6 +65,8 @@ type ExitReport struct {
 	Signal string `json:"signal,omitempty"`
 	// Killed says the command was killed on request (kill or timeout).
 	Killed bool `json:"killed,omitempty"`
+	// TimedOut says the init killed it at Request.Timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // Info describes a live init.

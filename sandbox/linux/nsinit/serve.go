@@ -174,9 +174,21 @@ func (st *initState) exec(c *net.UnixConn, req control.Request, files []*os.File
 	if err := control.Send(c, control.Reply{Pid: pid}); err != nil {
 		g.kill(pid)
 	}
-	var killed atomic.Bool
+	var killed, timedOut atomic.Bool
 	done := make(chan struct{})
 	hungUp := make(chan struct{})
+	if req.Timeout > 0 {
+		t := time.AfterFunc(time.Duration(req.Timeout), func() {
+			select {
+			case <-done:
+			default:
+				timedOut.Store(true)
+				killed.Store(true)
+				g.kill(pid)
+			}
+		})
+		defer t.Stop()
+	}
 	go func() {
 		// Each further packet is a kill request: it kills the command's
 		// whole tree, even after the command itself has exited (its
@@ -209,7 +221,7 @@ func (st *initState) exec(c *net.UnixConn, req control.Request, files []*os.File
 	}()
 	ws := st.wait(pid, pidfd, exited)
 	close(done)
-	rep := &control.ExitReport{Code: ws.ExitStatus(), Killed: killed.Load()}
+	rep := &control.ExitReport{Code: ws.ExitStatus(), Killed: killed.Load(), TimedOut: timedOut.Load()}
 	if ws.Signaled() {
 		rep.Code = 128 + int(ws.Signal())
 		rep.Signal = signalName(ws.Signal())
