@@ -89,7 +89,7 @@ func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, works
 	for k, v := range spec.Env {
 		env[k] = v
 	}
-	profile, err := c.seccompProfile()
+	profile, err := c.sessionProfile(s.who)
 	if err != nil {
 		return nil, err
 	}

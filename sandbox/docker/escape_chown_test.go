@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -140,4 +142,44 @@ func diffOwners(before, after map[string]string) string {
 		}
 	}
 	return b.String()
+}
+
+// inotifyBomb opens 200 inotify instances (more than the default
+// per-user limit of 128) and prints how many it got and the last errno.
+const inotifyBomb = `python3 -c '
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+got, err = 0, 0
+for _ in range(200):
+    if libc.inotify_init1(0) >= 0:
+        got += 1
+    else:
+        err = ctypes.get_errno()
+print(got, err)
+'`
+
+// A session on a root-owned workspace runs as host uid 0, whose per-user
+// inotify instances the host's root daemons share (issue 15: 200
+// inotify_init1 calls left systemd and dockerd with EMFILE). Such a
+// session gets none; another uid keeps its own.
+func TestARootSessionCannotExhaustHostRootsInotifyInstances(t *testing.T) {
+	testenv.NeedRoot(t, "a root-owned workspace")
+	c := testClient(t)
+	t.Parallel()
+	root := newSession(t, c, sandbox.Spec{Workspace: ownedDir(t, 0, 0, 0o755)})
+	if res := run(t, root, inotifyBomb); string(res.Stdout) != "0 38\n" {
+		t.Errorf("a root session opened inotify instances: got, errno = %q (stderr %q), want none and ENOSYS", res.Stdout, res.Stderr)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatalf("host root cannot open an inotify instance after the session tried: %v", err)
+	}
+	unix.Close(fd)
+	user := newSession(t, c, sandbox.Spec{})
+	if res := run(t, user, inotifyBomb); !strings.HasPrefix(string(res.Stdout), "128 ") && !strings.HasPrefix(string(res.Stdout), "200 ") {
+		t.Logf("a uid 1000 session opened %q inotify instances", res.Stdout)
+	}
+	if res := run(t, user, `python3 -c 'import ctypes; print(ctypes.CDLL(None).inotify_init1(0) >= 0)'`); string(res.Stdout) != "True\n" {
+		t.Errorf("a uid 1000 session has no inotify: %q (stderr %q)", res.Stdout, res.Stderr)
+	}
 }

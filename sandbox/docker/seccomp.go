@@ -61,16 +61,40 @@ type seccompJSON struct {
 }
 
 var (
-	profileOnce sync.Once
-	profileText string
-	profileErr  error
+	profileOnce     sync.Once
+	profileText     string
+	profileErr      error
+	rootProfileOnce sync.Once
+	rootProfileText string
+	rootProfileErr  error
 )
 
 // seccompProfile is the engine-ready JSON profile (built once).
 func (c *Client) seccompProfile() (string, error) {
-	profileOnce.Do(func() { profileText, profileErr = buildSeccompProfile() })
+	profileOnce.Do(func() { profileText, profileErr = buildSeccompProfile(false) })
 	return profileText, profileErr
 }
+
+// sessionProfile is the profile for a session whose commands run as who.
+// One running as uid 0 (the owner of a root-owned workspace) is host uid
+// 0, whose per-user kernel counts it would share with the host's root
+// daemons; the one it could exhaust from inside in a few calls is
+// inotify's (128 instances by default: systemd, dockerd and tail -f then
+// get EMFILE), so such a session gets no inotify instance at all
+// (inotify_init and inotify_init1 fail with ENOSYS; tools fall back to
+// polling).
+func (c *Client) sessionProfile(who identity) (string, error) {
+	if who.uid != 0 {
+		return c.seccompProfile()
+	}
+	rootProfileOnce.Do(func() { rootProfileText, rootProfileErr = buildSeccompProfile(true) })
+	return rootProfileText, rootProfileErr
+}
+
+// hostCounted are the calls whose objects count against a per-user limit
+// of the init user namespace that a root session could exhaust for host
+// root (see sessionProfile).
+var hostCounted = []string{"inotify_init", "inotify_init1"}
 
 // nativeDenied is the set of system-call names the native filter denies
 // outright: the entries of seccomp.Denied that are plain names (the
@@ -89,7 +113,7 @@ func nativeDenied() map[string]bool {
 	return out
 }
 
-func buildSeccompProfile() (string, error) {
+func buildSeccompProfile(asRoot bool) (string, error) {
 	if runtime.GOARCH != "amd64" || len(amd64Syscalls) == 0 {
 		return "", sandbox.Errorf(sandbox.ErrPolicyUnsupported, "docker: no seccomp profile for %s (only amd64)", runtime.GOARCH)
 	}
@@ -103,7 +127,7 @@ func buildSeccompProfile() (string, error) {
 	modeArgs := seccomp.SetIDModeArgs()
 	var allowed []string
 	for name, nr := range amd64Syscalls {
-		if _, byMode := modeArgs[name]; nr <= newestReviewed && !denied[name] && !byMode && name != "openat2" {
+		if _, byMode := modeArgs[name]; nr <= newestReviewed && !denied[name] && !byMode && name != "openat2" && !(asRoot && slices.Contains(hostCounted, name)) {
 			allowed = append(allowed, name)
 		}
 	}
@@ -135,6 +159,9 @@ func buildSeccompProfile() (string, error) {
 	// openat2's mode is in a struct seccomp cannot read: ENOSYS, so
 	// callers fall back to openat.
 	prof.Syscalls = append(prof.Syscalls, seccompRule{Names: []string{"openat2"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
+	if asRoot {
+		prof.Syscalls = append(prof.Syscalls, seccompRule{Names: hostCounted, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
+	}
 	b, err := json.Marshal(prof)
 	if err != nil {
 		return "", fmt.Errorf("docker: encode seccomp profile: %w", err)

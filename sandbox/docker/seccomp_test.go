@@ -9,7 +9,7 @@ import (
 )
 
 func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
-	text, err := buildSeccompProfile()
+	text, err := buildSeccompProfile(false)
 	if err != nil {
 		testenv.Skipf(t, "no profile on this architecture: %v", err)
 	}
@@ -57,5 +57,30 @@ func TestTheSeccompProfileIsAnAllowListWithoutTheNativeDenials(t *testing.T) {
 		if !ok {
 			t.Errorf("no rule allowing %s only without the setuid and setgid bits", name)
 		}
+	}
+}
+
+func TestTheRootSessionProfileGivesNoInotifyInstance(t *testing.T) {
+	text, err := buildSeccompProfile(true)
+	if err != nil {
+		testenv.Skipf(t, "no profile on this architecture: %v", err)
+	}
+	var prof seccompJSON
+	if err := json.Unmarshal([]byte(text), &prof); err != nil {
+		t.Fatal(err)
+	}
+	var enosys bool
+	for _, r := range prof.Syscalls {
+		for _, name := range hostCounted {
+			if slices.Contains(r.Names, name) && r.Action == "SCMP_ACT_ALLOW" {
+				t.Errorf("%s is allowed by a rule of the root profile", name)
+			}
+		}
+		if slices.Equal(r.Names, hostCounted) && r.Action == "SCMP_ACT_ERRNO" && r.ErrnoRet != nil && *r.ErrnoRet == 38 {
+			enosys = true
+		}
+	}
+	if !enosys {
+		t.Error("no rule making inotify_init and inotify_init1 fail with ENOSYS")
 	}
 }
