@@ -194,9 +194,11 @@ func (s *session) isExpired() bool {
 
 // rootUser is who the helpers that only read run as: root in the
 // container, with no capabilities like every process there, which a
-// command of another uid cannot signal, so it cannot SIGSTOP them. The
-// killer cannot be one of them: without CAP_KILL root may not signal
-// another uid either, so it runs as the session user (see killTree).
+// command of another uid cannot signal, so it cannot SIGSTOP them (in the
+// session of a root-owned workspace commands are root too and can: the
+// helpers' deadline covers that, as for the killer). The killer cannot be
+// one of them: without CAP_KILL root may not signal another uid either,
+// so it runs as the session user (see killTree).
 var rootUser = identity{0, 0}
 
 // helperOutput runs a short agentbox command (the killer, the OOM probe),
