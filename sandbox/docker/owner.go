@@ -94,7 +94,8 @@ func newWorkspaceUser() identity {
 }
 
 // prepareWorkspace settles the host directory bound at the workdir, held
-// by a descriptor (s.ws), and who the session runs as (s.who): its owner.
+// by a descriptor (s.binds.ws), and who the session runs as (s.who): its
+// owner.
 // reuse is an existing workspace to bind again (Rebuild); recorded is
 // the session user a Rebuild found in the old state, if any.
 func (s *session) prepareWorkspace(ctx context.Context, reuse string, recorded *identity) error {
