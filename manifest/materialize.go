@@ -375,7 +375,7 @@ func (w *writer) gitClone(dir int, name string, e planned) error {
 		return fmt.Errorf("open clone %s: %w", e.path, err)
 	}
 	defer unix.Close(fd)
-	return chownTree(fd, w.own, e.path)
+	return beneath.ChownTree(fd, w.own, e.path)
 }
 
 // displayURL hides any user info of a URL in messages.

@@ -212,3 +212,27 @@ func TestOpenLeavesTheStagingOfASaveInProgressAlone(t *testing.T) {
 		t.Fatal("progress was never reported mid-save")
 	}
 }
+
+// A session's temporary workspace is a tmpfs of its own: the restore
+// cannot stage beside it and rename across, so it stages inside.
+func TestARestoreIntoAMountPointStagesOnItsFileSystem(t *testing.T) {
+	testenv.NeedRoot(t, "mounting a tmpfs")
+	s := openStore(t, Limits{})
+	src := t.TempDir()
+	makeTree(t, src, []node{{path: "output/report.txt", data: "balance 42"}, {path: "notes.md", data: "n"}})
+	ref, err := s.Save(ctx(), src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+		testenv.Skipf(t, "cannot mount a tmpfs here (%v)", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	if err := s.Restore(ctx(), ref, mnt); err != nil {
+		t.Fatalf("restore into a mount point: %v", err)
+	}
+	if got, want := treeState(t, mnt), treeState(t, src); got != want {
+		t.Errorf("restored tree:\n%s\nwant:\n%s", got, want)
+	}
+}

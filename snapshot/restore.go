@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,14 +57,21 @@ func (s *Store) RestoreWithOptions(ctx context.Context, ref, dir string, opts Re
 	if err != nil {
 		return sandbox.Wrap(op, sandbox.ErrInvalid, err)
 	}
+	// The staging must be on dir's file system for the moves into place:
+	// beside dir, unless dir is a mount point (a tmpfs workspace), then
+	// inside it.
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return sandbox.Wrap(op, nil, err)
 	}
-	removeStaleRestores(parent)
-	stage, err := os.MkdirTemp(parent, restorePrefix+"*")
+	stageIn := parent
+	if exists && mountPoint(dir) {
+		stageIn = dir
+	}
+	removeStaleRestores(stageIn)
+	stage, err := os.MkdirTemp(stageIn, restorePrefix+"*")
 	if err != nil {
-		return sandbox.Wrap(op, nil, fmt.Errorf("create staging beside the target: %w", err))
+		return sandbox.Wrap(op, nil, fmt.Errorf("create the staging directory: %w", err))
 	}
 	// Held while this restore runs, so a concurrent removeStaleRestores
 	// leaves the staging alone.
@@ -111,6 +119,15 @@ func removeStaleRestores(parent string) {
 	}
 }
 
+// mountPoint says whether dir is on another file system than its parent.
+func mountPoint(dir string) bool {
+	var st, pst unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || unix.Lstat(filepath.Dir(dir), &pst) != nil {
+		return false
+	}
+	return st.Dev != pst.Dev
+}
+
 // lockDir takes a non-blocking exclusive flock on a directory.
 func lockDir(p string) (*os.File, error) {
 	f, err := os.Open(p)
@@ -142,7 +159,9 @@ func checkRestoreTarget(dir string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	if names, _ := f.Readdirnames(1); len(names) > 0 {
+	names, _ := f.Readdirnames(-1)
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(n, restorePrefix) })
+	if len(names) > 0 {
 		return false, fmt.Errorf("%s is not empty (restore needs an empty or absent directory)", dir)
 	}
 	return true, nil
@@ -268,17 +287,19 @@ func setMTime(p string, e Entry) error {
 
 // place moves the verified tree at stage to dir. An empty existing dir is
 // replaced by rename(2) in one step; when that cannot work (dir is a mount
-// point, or on another file system) the top-level entries are moved into
+// point, the staging is inside it) the top-level entries are moved into
 // it one by one, which is safe because the content already verified.
 func place(stage, dir string, exists bool, root Entry) error {
 	// unix.Rename, not os.Rename: os.Rename refuses an existing directory
 	// as the destination, rename(2) replaces it when it is empty.
-	err := unix.Rename(stage, dir)
-	if err == nil {
-		return setMTime(dir, root)
-	}
-	if !exists || !(errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EPERM)) {
-		return fmt.Errorf("move restored tree into place: %w", err)
+	if filepath.Dir(stage) != dir {
+		err := unix.Rename(stage, dir)
+		if err == nil {
+			return setMTime(dir, root)
+		}
+		if !exists || !(errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EPERM)) {
+			return fmt.Errorf("move restored tree into place: %w", err)
+		}
 	}
 	f, err := os.Open(stage)
 	if err != nil {

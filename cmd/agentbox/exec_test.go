@@ -29,13 +29,11 @@ func leakProbe(t *testing.T, tmp string) []string {
 		"/sys/fs/cgroup/*/agentbox/*",
 		"/sys/fs/cgroup/agentbox/*",
 		"/run/agentbox/linux/*",
+		filepath.Join(os.Getenv("AGENTBOX_STATE_DIR"), "*"),
 		filepath.Join(tmp, "*"),
 	} {
 		m, _ := filepath.Glob(pattern)
 		for _, p := range m {
-			if p == "/run/agentbox/linux/ids" {
-				continue // the id slots all sessions share (sandbox/linux/ids.go)
-			}
 			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 				got = append(got, p)
 			}
@@ -214,6 +212,9 @@ func TestGCRemovesTheSessionOfAKilledExecOnly(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
 	tmp := t.TempDir()
+	// A state directory of its own: gc must find this test's sessions
+	// only, not those of other tests running at the same time.
+	t.Setenv("AGENTBOX_STATE_DIR", filepath.Join(t.TempDir(), "state"))
 	before := leakProbe(t, tmp)
 	killed, _ := startSleepingExec(t, bin, tmp)
 	if err := killed.Process.Kill(); err != nil {

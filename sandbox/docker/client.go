@@ -51,6 +51,7 @@ type engineInfo struct {
 	arch          string // GOARCH of the engine's containers
 	seccomp       bool
 	rootless      bool
+	usernsRemap   bool // the daemon maps every container onto a subordinate id range
 	cgroupVersion string
 	memoryLimit   bool
 	swapLimit     bool
@@ -154,6 +155,8 @@ func (c *Client) detect(ctx context.Context) error {
 			e.seccomp = true
 		case strings.HasPrefix(o, "name=rootless"):
 			e.rootless = true
+		case strings.HasPrefix(o, "name=userns"):
+			e.usernsRemap = true
 		}
 	}
 	e.internalNet = slices.Contains(info.Plugins.Network, "bridge")
@@ -167,6 +170,19 @@ func (c *Client) detect(ctx context.Context) error {
 	engineCache.Unlock()
 	c.log.Debug("docker engine", "host", c.host, "version", e.version, "api", c.api.ClientVersion(), "storage", e.storageDriver, "seccomp", e.seccomp)
 	return nil
+}
+
+// remapsIDs says how the engine maps container ids onto other host ids,
+// "" when it does not: a uid inside is then not that uid on the host,
+// and the ownership rule (owner.go) cannot hold.
+func (c *Client) remapsIDs() string {
+	switch {
+	case c.engine.rootless:
+		return "runs rootless, so container ids are its user's subordinate ids"
+	case c.engine.usernsRemap:
+		return "runs with userns-remap, so container ids are a subordinate range"
+	}
+	return ""
 }
 
 // unavailable turns a transport error into ErrUnavailable naming the host;

@@ -31,25 +31,6 @@ type identity struct{ uid, gid int }
 
 func (id identity) String() string { return strconv.Itoa(id.uid) + ":" + strconv.Itoa(id.gid) }
 
-// parseUser reads Spec.User ("uid[:gid]", numeric; empty = 1000:1000).
-func parseUser(u string) (identity, error) {
-	if u == "" {
-		return identity{sandbox.DefaultUID, sandbox.DefaultGID}, nil
-	}
-	us, gs, hasGID := strings.Cut(u, ":")
-	uid, err := strconv.Atoi(us)
-	if err != nil || uid < 0 {
-		return identity{}, sandbox.Errorf(sandbox.ErrInvalid, "docker: user %q: uid must be a number", u)
-	}
-	gid := uid
-	if hasGID {
-		if gid, err = strconv.Atoi(gs); err != nil || gid < 0 {
-			return identity{}, sandbox.Errorf(sandbox.ErrInvalid, "docker: user %q: gid must be a number", u)
-		}
-	}
-	return identity{uid, gid}, nil
-}
-
 // baseEnv is the environment every command gets before Spec.Env: the
 // host's is never passed. HOME is /tmp because the root is read-only.
 func baseEnv(workdir string) map[string]string {
@@ -70,16 +51,39 @@ func envList(m map[string]string) []string {
 	return out
 }
 
-// containerPlan is everything ContainerCreate needs for one session.
+// containerPlan is everything ContainerCreate needs for one session, and
+// what its binds must be once it runs.
 type containerPlan struct {
 	config *container.Config
 	host   *container.HostConfig
+	binds  map[string]fileID
 }
 
 // seccompProfile is the system-call policy that the native backend
 // compiles to BPF, as a profile for the engine's architecture.
 func (c *Client) seccompProfile() (string, error) {
 	b, err := seccomp.Profile(c.engine.arch)
+	return string(b), err
+}
+
+// hostCounted are calls that spend a per-user count of the host's user
+// namespace, which a session running as uid 0 shares with host root's
+// daemons (see sessionProfile).
+var hostCounted = []string{"inotify_init", "inotify_init1"}
+
+// sessionProfile is the profile for a session whose commands run as who.
+// One running as uid 0 (the owner of a root-owned workspace) is host uid
+// 0, whose per-user kernel counts it would share with the host's root
+// daemons; the one it could exhaust from inside in a few calls is
+// inotify's (128 instances by default: systemd, dockerd and tail -f then
+// get EMFILE), so such a session gets no inotify instance at all
+// (inotify_init and inotify_init1 fail with ENOSYS; tools fall back to
+// polling).
+func (c *Client) sessionProfile(who identity) (string, error) {
+	if who.uid != 0 {
+		return c.seccompProfile()
+	}
+	b, err := seccomp.Profile(c.engine.arch, hostCounted...)
 	return string(b), err
 }
 
@@ -100,7 +104,7 @@ func engineGOARCH(machine string) string {
 // container: the image's root read-only, the workspace bound read-write
 // at the workdir, /tmp a tmpfs, no capabilities, no new privileges, the
 // seccomp profile, network none, cgroup limits, the session user.
-func (c *Client) planContainer(id string, spec sandbox.Spec, workspace string, who identity, seccompJSON string, env map[string]string) (containerPlan, error) {
+func (c *Client) planContainer(id string, spec sandbox.Spec, b *bindSet, who identity, seccompJSON string, env map[string]string) (containerPlan, error) {
 	workdir := spec.Workdir
 	r := spec.Policy.Resources
 	cfg := &container.Config{
@@ -134,7 +138,7 @@ func (c *Client) planContainer(id string, spec sandbox.Spec, workspace string, w
 			"/tmp": "rw,nosuid,nodev,size=" + tmpSize + ",mode=1777",
 		},
 		Mounts: []mount.Mount{{
-			Type: mount.TypeBind, Source: workspace, Target: workdir,
+			Type: mount.TypeBind, Source: b.ws.Name, Target: workdir,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate},
 		}},
 	}
@@ -158,36 +162,41 @@ func (c *Client) planContainer(id string, spec sandbox.Spec, workspace string, w
 	if r.CPUs > 0 {
 		hc.NanoCPUs = int64(r.CPUs * 1e9)
 	}
-	for _, m := range spec.Mounts {
+	b.expect(workdir, b.ws)
+	for i, m := range spec.Mounts {
 		if err := sandbox.ValidateMountTarget(workdir, m.Target); err != nil {
 			return containerPlan{}, err
 		}
-		if !filepath.IsAbs(m.Source) {
-			return containerPlan{}, sandbox.Errorf(sandbox.ErrInvalid, "docker: mount source %q must be an absolute host path", m.Source)
-		}
-		if _, err := os.Stat(m.Source); err != nil {
-			return containerPlan{}, sandbox.Wrap("docker: mount "+m.Source, sandbox.ErrNotFound, err)
-		}
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: path.Clean(m.Target), ReadOnly: m.ReadOnly})
+		// The source as it was held: a path with a link in it is bound
+		// where the link led when agentbox opened it.
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: b.mounts[i].Name, Target: path.Clean(m.Target), ReadOnly: m.ReadOnly})
+		b.expect(m.Target, b.mounts[i])
 	}
-	if err := planReadOnly(hc, spec, workspace); err != nil {
+	if err := planReadOnly(hc, spec, b); err != nil {
 		return containerPlan{}, err
 	}
-	if err := planDeny(hc, spec, workspace); err != nil {
+	if err := planDeny(hc, spec, b.ws.Name); err != nil {
 		return containerPlan{}, err
 	}
-	return containerPlan{config: cfg, host: hc}, nil
+	return containerPlan{config: cfg, host: hc, binds: b.want}, nil
 }
 
 // hostSource maps a sandbox path to the host path it is bound from (the
 // workspace or a Mount), or "" when it lies in the image's root or /tmp.
 func hostSource(spec sandbox.Spec, workspace, p string) (src string, writable bool, err error) {
+	src, _, _, writable, err = hostSourceIn(spec, workspace, p)
+	return src, writable, err
+}
+
+// hostSourceIn is hostSource that also says the bound directory the
+// source lies in and the source's path relative to it.
+func hostSourceIn(spec sandbox.Spec, workspace, p string) (src, base, rel string, writable bool, err error) {
 	p = path.Clean(p)
-	best, base, bestLen := "", "", -1
+	best, bestLen := "", -1
 	consider := func(target, source string, rw bool) {
 		if p == target || strings.HasPrefix(p, strings.TrimSuffix(target, "/")+"/") {
 			if len(target) > bestLen {
-				rel := strings.TrimPrefix(strings.TrimPrefix(p, target), "/")
+				rel = strings.TrimPrefix(strings.TrimPrefix(p, target), "/")
 				best, base, bestLen, writable = filepath.Join(source, filepath.FromSlash(rel)), source, len(target), rw
 			}
 		}
@@ -198,10 +207,10 @@ func hostSource(spec sandbox.Spec, workspace, p string) (src string, writable bo
 	}
 	if best != "" {
 		if err := noSymlinkBelow(base, best); err != nil {
-			return "", false, sandbox.Wrap("docker: policy path "+p, sandbox.ErrPathEscape, err)
+			return "", "", "", false, sandbox.Wrap("docker: policy path "+p, sandbox.ErrPathEscape, err)
 		}
 	}
-	return best, writable, nil
+	return best, base, rel, writable, nil
 }
 
 // noSymlinkBelow checks that no component of target below base is a
@@ -233,27 +242,30 @@ func noSymlinkBelow(base, target string) error {
 
 // planReadOnly makes each Filesystem.ReadOnly path read-only. Paths in the
 // workspace or a writable mount get a read-only bind of themselves over
-// themselves (the kernel refuses writes, whatever the permissions); /tmp
-// cannot hold a read-only path; the rest of the root is read-only already.
-func planReadOnly(hc *container.HostConfig, spec sandbox.Spec, workspace string) error {
+// themselves (the kernel refuses writes, whatever the permissions), held
+// and checked like every bind (a missing one is made, owned like its
+// parent); /tmp cannot hold a read-only path; the rest of the root is
+// read-only already.
+func planReadOnly(hc *container.HostConfig, spec sandbox.Spec, b *bindSet) error {
 	for _, p := range spec.Policy.Filesystem.ReadOnly {
 		p = path.Clean(p)
 		if p == "/tmp" || strings.HasPrefix(p, "/tmp/") {
 			return sandbox.Errorf(sandbox.ErrPolicyUnsupported, "docker: read-only path %s is inside the /tmp tmpfs (name a path in the workspace or a mount)", p)
 		}
-		src, rw, err := hostSource(spec, workspace, p)
+		_, base, rel, rw, err := hostSourceIn(spec, b.ws.Name, p)
 		if err != nil {
 			return err
 		}
-		if src == "" || !rw {
+		if base == "" || !rw {
 			continue // image root or a read-only mount: read-only already
 		}
-		if _, err := os.Lstat(src); os.IsNotExist(err) {
-			if err := os.MkdirAll(src, 0o755); err != nil {
-				return sandbox.Wrap("docker: create read-only path "+p, nil, err)
-			}
+		held, err := pinBelow(b.base(spec, base), rel)
+		if err != nil {
+			return err
 		}
-		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: p, ReadOnly: true})
+		held.Close()
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: held.Name, Target: p, ReadOnly: true})
+		b.expect(p, held)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 
+	"github.com/agentbox/agentbox/internal/owned"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -24,7 +25,12 @@ func TestAPolicyPathThroughASymlinkInTheWorkspaceIsRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			spec := sandbox.Spec{Workdir: "/workspace", Policy: sandbox.Policy{Filesystem: pol}}
 			hc := &container.HostConfig{Tmpfs: map[string]string{}}
-			err := planReadOnly(hc, spec, ws)
+			held, err := owned.Open(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			err = planReadOnly(hc, spec, &bindSet{ws: held})
 			if err == nil {
 				err = planDeny(hc, spec, ws)
 			}

@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -27,7 +25,7 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 		return nil, err
 	}
 	id := newSessionID()
-	return c.create(ctx, id, spec, "")
+	return c.create(ctx, id, spec, "", nil)
 }
 
 func newSessionID() string {
@@ -48,6 +46,10 @@ func (c *Client) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 	if spec.Image == "" {
 		spec.Image = c.opts.Image
 	}
+	if why := c.remapsIDs(); why != "" {
+		return spec, sandbox.Errorf(sandbox.ErrPolicyUnsupported,
+			"docker: the engine at %s %s: what commands create would not belong to the workspace's owner, whom the docker backend runs them as (the engine has no per-container id mapping); use an engine without id remapping, or the native backend", c.host, why)
+	}
 	if d := spec.Policy.Resources.DiskBytes; d > 0 && !spec.AllowWeaker {
 		return spec, sandbox.Wrap("docker: create", sandbox.ErrPolicyUnsupported, fmt.Errorf(
 			"cannot enforce resources.disk (%d bytes): the workspace is a host bind mount, which no container quota covers, and the engine's storage driver %q offers no --storage-opt size for the (read-only) container layer either (pass --allow-weaker to run without)",
@@ -60,36 +62,42 @@ func (c *Client) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 }
 
 // create builds the session id's container from spec; workspace, when
-// set, is an existing workspace to reuse (Resume).
-func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, workspace string) (_ sandbox.Session, err error) {
-	who, err := parseUser(spec.User)
-	if err != nil {
+// set, is an existing workspace to reuse (Rebuild), and recorded the user
+// the session it rebuilds ran as, if known.
+func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, workspace string, recorded *identity) (_ sandbox.Session, err error) {
+	if _, err := parseUser(spec.User); err != nil {
 		return nil, err
 	}
 	if err := c.EnsureImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
-	s := &session{c: c, id: id, spec: spec, who: who, created: time.Now().UTC()}
+	s := &session{c: c, id: id, spec: spec, created: time.Now().UTC()}
 	defer func() {
 		if err != nil {
 			_ = s.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	if err := s.prepareWorkspace(ctx, workspace); err != nil {
+	// The descriptors are needed until the binds are checked.
+	defer s.binds.close()
+	if err := s.prepareWorkspace(ctx, workspace, recorded); err != nil {
+		return nil, err
+	}
+	if err := s.openMounts(); err != nil {
 		return nil, err
 	}
 	env := baseEnv(spec.Workdir)
 	for k, v := range spec.Env {
 		env[k] = v
 	}
-	profile, err := c.seccompProfile()
+	profile, err := c.sessionProfile(s.who)
 	if err != nil {
 		return nil, err
 	}
-	plan, err := c.planContainer(id, spec, s.workspace, who, profile, env)
+	plan, err := c.planContainer(id, spec, &s.binds, s.who, profile, env)
 	if err != nil {
 		return nil, err
 	}
+	s.bindIDs = plan.binds
 	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
 		down, err := c.attachEgress(ctx, s, &plan)
 		if err != nil {
@@ -97,7 +105,7 @@ func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, works
 		}
 		s.extraDown = down
 	}
-	c.log.Debug("docker: create container", "session", id, "image", spec.Image, "mounts", describeMounts(plan.host))
+	c.log.Debug("docker: create container", "session", id, "image", spec.Image, "user", s.who, "mounts", describeMounts(plan.host))
 	created, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{Config: plan.config, HostConfig: plan.host, Name: "agentbox-" + id})
 	if err != nil {
 		return nil, c.unavailable("docker: create container for session "+id, err)
@@ -115,78 +123,13 @@ func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, works
 	if _, err := c.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return nil, c.unavailable("docker: start container "+shortID(created.ID), err)
 	}
+	if err := c.verifyBinds(ctx, created.ID, plan.binds); err != nil {
+		return nil, err
+	}
 	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
 		s.timer = time.AfterFunc(t-time.Since(s.created), s.expire)
 	}
 	return s, nil
-}
-
-// prepareWorkspace settles the host directory bound at the workdir: the
-// given one (Spec.Workspace or a resumed one), or a fresh one seeded from
-// Spec.Snapshot. The container's user gets ownership of it (only when
-// agentbox runs as root), since without capabilities it could not write
-// a root-owned directory.
-func (s *session) prepareWorkspace(ctx context.Context, reuse string) error {
-	ws := reuse
-	if ws == "" {
-		ws = s.spec.Workspace
-	}
-	if ws == "" {
-		dir, err := os.MkdirTemp("", "agentbox-docker-"+s.id+"-")
-		if err != nil {
-			return sandbox.Wrap("docker: create workspace", nil, err)
-		}
-		ws, s.ownsWS = dir, true
-	} else {
-		abs, err := filepath.Abs(ws)
-		if err != nil {
-			return sandbox.Wrap("docker: workspace "+ws, sandbox.ErrInvalid, err)
-		}
-		ws = abs
-		if err := os.MkdirAll(ws, 0o755); err != nil {
-			return sandbox.Wrap("docker: create workspace "+ws, nil, err)
-		}
-	}
-	s.workspace = ws
-	if s.spec.Snapshot != "" && reuse == "" {
-		if s.c.opts.Snapshots == nil {
-			return sandbox.Errorf(sandbox.ErrInvalid, "docker: spec names snapshot %s but the client has no snapshot store", s.spec.Snapshot)
-		}
-		if err := os.Remove(ws); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return sandbox.Wrap("docker: seed workspace "+ws+" from snapshot", sandbox.ErrInvalid, fmt.Errorf("workspace must be empty: %w", err))
-		}
-		if err := s.c.opts.Snapshots.Restore(ctx, s.spec.Snapshot, ws); err != nil {
-			return sandbox.Wrap("docker: restore snapshot "+s.spec.Snapshot, nil, err)
-		}
-		s.snapshot = s.spec.Snapshot
-	}
-	if err := giveTo(ws, s.who); err != nil {
-		return err
-	}
-	root, err := openFiles(ws, s.spec.Policy)
-	if err != nil {
-		return err
-	}
-	s.root = root
-	return nil
-}
-
-// giveTo chowns the workspace tree to the session user when agentbox is
-// root and the entries are owned by someone else (lchown: links are not
-// followed out of the tree).
-func giveTo(dir string, who identity) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return sandbox.Wrap("docker: give workspace to "+who.String(), nil, err)
-		}
-		if err := os.Lchown(p, who.uid, who.gid); err != nil {
-			return sandbox.Wrap("docker: chown "+p+" to "+who.String(), nil, err)
-		}
-		return nil
-	})
 }
 
 func removeWorkspace(dir string) error {
@@ -224,7 +167,11 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
 		switch {
 		case err == nil:
-			return c.reattach(ctx, st, spec, cid, insp.Container.State != nil && insp.Container.State.Running)
+			var user string
+			if insp.Container.Config != nil {
+				user = insp.Container.Config.User
+			}
+			return c.reattach(ctx, st, spec, cid, user, insp.Container.State != nil && insp.Container.State.Running)
 		case !cerrdefs.IsNotFound(err):
 			return nil, c.unavailable("docker: inspect container "+shortID(cid), err)
 		}
@@ -256,8 +203,14 @@ func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session
 			return nil, c.unavailable("docker: inspect container "+shortID(cid), err)
 		}
 	}
+	var recorded *identity
+	if h, err := handlesOf(st); err == nil {
+		if id, ok := parseIdentity(h.User); ok {
+			recorded = &id
+		}
+	}
 	if st.Workspace != "" && dirExists(st.Workspace) {
-		sess, err := c.create(ctx, newSessionID(), spec, st.Workspace)
+		sess, err := c.create(ctx, newSessionID(), spec, st.Workspace, recorded)
 		if err == nil {
 			s := sess.(*session)
 			s.ownsWS, s.snapshot = st.OwnsWorkspace, st.Snapshot
@@ -275,7 +228,7 @@ func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session
 	if !st.OwnsWorkspace && st.Workspace != "" {
 		spec.Workspace = st.Workspace // rebuild the caller's directory in place
 	}
-	return c.create(ctx, newSessionID(), spec, "")
+	return c.create(ctx, newSessionID(), spec, "", recorded)
 }
 
 // stateOf checks that st is this backend's and returns its spec, with
@@ -292,22 +245,44 @@ func (c *Client) stateOf(st sandbox.State) (sandbox.Spec, string, error) {
 	return spec, cid, err
 }
 
-func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Spec, cid string, running bool) (sandbox.Session, error) {
+// reattach makes a session of the running or stopped container cid,
+// whose configured user is user. A stopped one is started again, and its
+// binds must be what they were when it was made: the engine binds by
+// path again at each start.
+func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Spec, cid, user string, running bool) (sandbox.Session, error) {
+	h, err := handlesOf(st)
+	if err != nil {
+		return nil, err
+	}
+	who, ok := parseIdentity(user)
+	if !ok {
+		// A container made by an older agentbox: its user was Spec.User
+		// or the default.
+		r, err := parseUser(spec.User)
+		if err != nil {
+			return nil, err
+		}
+		who = identity{sandbox.DefaultUID, sandbox.DefaultGID}
+		if r.set {
+			who = r.id
+		}
+	}
 	if !running {
 		if _, err := c.api.ContainerStart(ctx, cid, client.ContainerStartOptions{}); err != nil {
 			return nil, c.unavailable("docker: restart container "+shortID(cid), err)
 		}
-	}
-	who, err := parseUser(spec.User)
-	if err != nil {
-		return nil, err
+		if err := c.verifyBinds(ctx, cid, h.Binds); err != nil {
+			timeout := 0
+			_, _ = c.api.ContainerStop(context.WithoutCancel(ctx), cid, client.ContainerStopOptions{Timeout: &timeout})
+			return nil, sandbox.Wrap("docker: resume "+st.ID, sandbox.ErrGone, fmt.Errorf("%w; Rebuild makes a new session over what the paths name now", err))
+		}
 	}
 	root, err := openFiles(st.Workspace, spec.Policy)
 	if err != nil {
 		return nil, err
 	}
 	s := &session{c: c, id: st.ID, containerID: cid, spec: spec, who: who, workspace: st.Workspace,
-		ownsWS: st.OwnsWorkspace, root: root, created: st.CreatedAt, snapshot: st.Snapshot}
+		ownsWS: st.OwnsWorkspace, root: root, created: st.CreatedAt, snapshot: st.Snapshot, bindIDs: h.Binds}
 	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
 		left := t - time.Since(st.CreatedAt)
 		if left <= 0 {

@@ -10,8 +10,10 @@
 // no-new-privileges, a seccomp allow-list compiled from the native filter's
 // policy (sandbox/seccomp), network mode none (or an internal network whose only
 // reachable address is the egress proxy, egress.go), memory (swap equal
-// to memory), pids and CPU limits, and the session user (1000:1000 by
-// default). Files in the workspace move through the host bind with
+// to memory), pids and CPU limits, and the workspace directory's owner
+// as the session user (owner.go: the engine cannot map ids, so that is how
+// what commands create stays the owner's). Files in the workspace move
+// through the host bind with
 // openat2 RESOLVE_IN_ROOT (sandbox/wsfs); other paths are read through
 // the container.
 //

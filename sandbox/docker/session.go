@@ -24,16 +24,29 @@ import (
 type handles struct {
 	// Container is the session's container id.
 	Container string `json:"container"`
+	// User is the uid:gid commands run as, the workspace's owner when
+	// the session was made: a Rebuild that must remake the directory
+	// makes it owned by them again.
+	User string `json:"user,omitempty"`
+	// Binds is what each bind target was when the container was made;
+	// a restart of the stopped container must find the same.
+	Binds map[string]fileID `json:"binds,omitempty"`
 }
 
 // containerOf is the container id st names, a version 1 state's included.
 func containerOf(st sandbox.State) (string, error) {
+	h, err := handlesOf(st)
+	return h.Container, err
+}
+
+// handlesOf is st's docker part, a version 1 state's included.
+func handlesOf(st sandbox.State) (handles, error) {
 	var h handles
 	err := sandbox.DecodeHandles(st, &h, func(old map[string]string) error {
 		h.Container = old["container"]
 		return nil
 	})
-	return h.Container, err
+	return h, err
 }
 
 // ContainerID is the id of the container of the docker session st
@@ -48,6 +61,8 @@ type session struct {
 	spec        sandbox.Spec
 	who         identity
 	workspace   string
+	binds       bindSet           // what the container binds, held while it is made
+	bindIDs     map[string]fileID // what its bind targets were when it was made
 	ownsWS      bool
 	root        *wsfs.Root
 	created     time.Time
@@ -179,9 +194,11 @@ func (s *session) isExpired() bool {
 
 // rootUser is who the helpers that only read run as: root in the
 // container, with no capabilities like every process there, which a
-// command of another uid cannot signal, so it cannot SIGSTOP them. The
-// killer cannot be one of them: without CAP_KILL root may not signal
-// another uid either, so it runs as the session user (see killTree).
+// command of another uid cannot signal, so it cannot SIGSTOP them (in the
+// session of a root-owned workspace commands are root too and can: the
+// helpers' deadline covers that, as for the killer). The killer cannot be
+// one of them: without CAP_KILL root may not signal another uid either,
+// so it runs as the session user (see killTree).
 var rootUser = identity{0, 0}
 
 // helperOutput runs a short agentbox command (the killer, the OOM probe),
@@ -279,7 +296,7 @@ func (s *session) State() sandbox.State {
 		Workspace:     s.workspace,
 		OwnsWorkspace: s.ownsWS,
 		Snapshot:      s.snapshot,
-		Handles:       sandbox.EncodeHandles(handles{Container: s.containerID}),
+		Handles:       sandbox.EncodeHandles(handles{Container: s.containerID, User: s.who.String(), Binds: s.bindIDs}),
 		CreatedAt:     s.created,
 	}
 }
@@ -348,6 +365,7 @@ func (s *session) Close(ctx context.Context) error {
 	if s.root != nil {
 		_ = s.root.Close()
 	}
+	s.binds.close()
 	if s.ownsWS {
 		if err := removeWorkspace(s.workspace); err != nil {
 			errs = append(errs, err)

@@ -116,7 +116,7 @@ func New(opts Options) (_ *Client, err error) {
 		if err != nil {
 			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("no host ids for sandboxes: %w", err))
 		}
-		c.slots = idSlots{block: block, dir: filepath.Join(opts.StateDir, "ids")}
+		c.slots = idSlots{block: block, dir: slotDir}
 		c.notes = append(c.notes, fmt.Sprintf("identity: each session has a user namespace whose ids map to %d host ids of its own, from %s (%s); the workspace and mounts are idmapped to their owners", sessionIDs, block, from))
 	}
 	if rootless {

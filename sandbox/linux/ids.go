@@ -163,14 +163,20 @@ func readAccountIDs(p string) (map[string]uint64, error) {
 
 // idSlots hands out the slots of a block, one per live session: slot n is
 // the ids [Base + n*sessionIDs, +sessionIDs). A slot is claimed by making
-// the file ids/<n> in the state directory (O_EXCL: two clients on one
-// host never take the same one), which names the session, and freed when
-// the session is released. A slot whose session is gone (its state
-// directory is) is free again.
+// the file <n> in slotDir (O_EXCL: two clients on one host never take the
+// same one), which names the session's directory, and freed when the
+// session is released. A slot whose session is gone (its directory is) is
+// free again. The slots are the host's, not a state directory's: clients
+// with different state directories (a server and a CLI, tests) draw on
+// one block and must not hand out the same ids.
 type idSlots struct {
 	block IDRange
-	dir   string // StateDir/ids
+	dir   string // slotDir
 }
+
+// slotDir holds the id slots of every client on the host. Only root
+// clients use slots, and /run is root's.
+const slotDir = "/run/agentbox/ids"
 
 func (s idSlots) count() uint32 { return s.block.Count / sessionIDs }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -328,9 +327,8 @@ func TestTheInitSurvivesEverySignalButSIGKILL(t *testing.T) {
 	}
 }
 
-// sessionEntries lists what a state directory holds of sessions: all but
-// the id slots every session of it shares (ids/, see ids.go).
+// sessionEntries lists what a state directory holds of sessions.
 func sessionEntries(dir string) []os.DirEntry {
 	entries, _ := os.ReadDir(dir)
-	return slices.DeleteFunc(entries, func(e os.DirEntry) bool { return e.Name() == "ids" })
+	return entries
 }

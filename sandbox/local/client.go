@@ -1,7 +1,9 @@
 // Package local is agentbox's unconfined backend, for development on hosts
-// without namespaces. Commands run directly on the host, as the agentbox
-// user, in the workspace directory: they see the whole host filesystem,
-// network and processes. It enforces only per-exec timeouts (each command
+// without namespaces. Commands run directly on the host, in the workspace
+// directory, as its owner (the rule every backend keeps: what a session
+// creates belongs to the directory's owner), which only root can switch
+// to, so without root only the caller's own directories are accepted:
+// they see the whole host filesystem, network and processes. It enforces only per-exec timeouts (each command
 // runs in its own process group, killed as a group) and the output cap, and
 // refuses every other policy part unless the caller allows a weaker
 // sandbox, in which case it says loudly, once per session, that it confines

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/owned"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/wsfs"
 )
@@ -35,7 +36,12 @@ type session struct {
 }
 
 func (c *Client) open(st sandbox.State, missing []sandbox.Part) (*session, error) {
-	who, err := parseUser(st.Spec.User)
+	ws, err := owned.Open(st.Workspace)
+	if err != nil {
+		return nil, sandbox.Wrap("local: open workspace", nil, err)
+	}
+	who, err := sessionUser(st.Spec.User, ws)
+	ws.Close()
 	if err != nil {
 		return nil, err
 	}

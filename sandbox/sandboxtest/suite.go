@@ -2,7 +2,8 @@
 // runs: one Run call exercises the whole sandbox.Client and Session
 // contract (exec, exit codes, streams, env, cwd, stdin, timeouts that kill
 // the process tree, output caps, files, PTY, lifecycle, concurrency, state
-// and snapshots) as subtests named for the behaviour they check.
+// and snapshots, and who owns what a session creates in a directory
+// someone owns) as subtests named for the behaviour they check.
 //
 // Commands use only /bin/sh and coreutils (busybox is enough), so that the
 // same suite runs against the host tools, a minimal root and an image.
@@ -130,6 +131,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, lifecycleTests()...)
 	all = append(all, policyTests()...)
 	all = append(all, partTests()...)
+	all = append(all, ownershipTests()...)
 	return all
 }
 

@@ -47,6 +47,16 @@ func lookupArch(goarch string) (*arch, error) {
 	return nil, sandbox.Errorf(sandbox.ErrPolicyUnsupported, "seccomp: no policy for architecture %s (only amd64 and arm64)", goarch)
 }
 
+// knownAnywhere says whether some architecture's table names the call.
+func knownAnywhere(name string) bool {
+	for i := range arches {
+		if _, ok := arches[i].calls.lookup(name); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // nativeArch is the architecture agentbox runs on.
 func nativeArch() (*arch, error) { return lookupArch(runtime.GOARCH) }
 

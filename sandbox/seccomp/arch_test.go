@@ -35,7 +35,7 @@ func TestARuleNamingAnUnknownCallFailsBothForms(t *testing.T) {
 	if _, err := a.filter(); err == nil || !strings.Contains(err.Error(), `"ptrace"`) {
 		t.Errorf("filter error = %v, want one naming ptrace", err)
 	}
-	if _, err := a.profile(); err == nil || !strings.Contains(err.Error(), `"ptrace"`) {
+	if _, err := a.profile(nil); err == nil || !strings.Contains(err.Error(), `"ptrace"`) {
 		t.Errorf("profile error = %v, want one naming ptrace", err)
 	}
 }

@@ -83,7 +83,7 @@ func forms(t *testing.T, a *arch) ([]unix.SockFilter, profileJSON) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof, err := a.profile()
+	prof, err := a.profile(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,13 +58,25 @@ type profileJSON struct {
 
 // Profile returns the policy as a seccomp profile (JSON) for the linux
 // architecture goarch, which is the container engine's, not necessarily
-// agentbox's. It is rebuilt on each call.
-func Profile(goarch string) ([]byte, error) {
+// agentbox's, with the calls enosysToo refused as well (ENOSYS, which
+// callers take for "not here"); a call the architecture lacks is left
+// out. It is rebuilt on each call.
+func Profile(goarch string, enosysToo ...string) ([]byte, error) {
 	a, err := lookupArch(goarch)
 	if err != nil {
 		return nil, err
 	}
-	prof, err := a.profile()
+	// A call some architecture lacks (inotify_init on arm64) needs no
+	// rule there; one no table knows is a caller's typo.
+	var present []string
+	for _, name := range enosysToo {
+		if _, ok := a.calls.lookup(name); ok {
+			present = append(present, name)
+		} else if !knownAnywhere(name) {
+			return nil, fmt.Errorf("seccomp: no system call %q on any architecture", name)
+		}
+	}
+	prof, err := a.profile(present)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +88,7 @@ func Profile(goarch string) ([]byte, error) {
 }
 
 // profile compiles the policy to a profile for a.
-func (a *arch) profile() (profileJSON, error) {
+func (a *arch) profile(enosysToo []string) (profileJSON, error) {
 	if err := a.validate(); err != nil {
 		return profileJSON{}, err
 	}
@@ -108,6 +120,10 @@ func (a *arch) profile() (profileJSON, error) {
 	for _, c := range enosysCalls {
 		decided[c.name] = true
 		enosysNames = append(enosysNames, c.name)
+	}
+	for _, name := range enosysToo {
+		decided[name] = true
+		enosysNames = append(enosysNames, name)
 	}
 	rules = append(rules, profileRule{Names: enosysNames, Action: "SCMP_ACT_ERRNO", ErrnoRet: &enosys})
 

@@ -12,9 +12,9 @@ import (
 )
 
 // decodeProfile returns the profile for goarch as the engine reads it.
-func decodeProfile(t *testing.T, goarch string) profileJSON {
+func decodeProfile(t *testing.T, goarch string, enosysToo ...string) profileJSON {
 	t.Helper()
-	text, err := Profile(goarch)
+	text, err := Profile(goarch, enosysToo...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,5 +94,37 @@ func TestTheArm64ProfileNamesArm64Calls(t *testing.T) {
 func TestThereIsNoProfileForAnArchitectureWithoutATable(t *testing.T) {
 	if _, err := Profile("riscv64"); !errors.Is(err, sandbox.ErrPolicyUnsupported) {
 		t.Errorf("Profile(riscv64) error = %v, want ErrPolicyUnsupported", err)
+	}
+}
+
+func TestEnosysCallsFailWithENOSYSAndAreNotAllowed(t *testing.T) {
+	calls := []string{"inotify_init", "inotify_init1"}
+	prof := decodeProfile(t, "amd64", calls...)
+	var enosys bool
+	for _, r := range prof.Syscalls {
+		for _, name := range calls {
+			if slices.Contains(r.Names, name) && r.Action == "SCMP_ACT_ALLOW" {
+				t.Errorf("%s is allowed by a rule of the profile", name)
+			}
+		}
+		if r.Action == "SCMP_ACT_ERRNO" && r.ErrnoRet != nil && *r.ErrnoRet == 38 &&
+			slices.Contains(r.Names, calls[0]) && slices.Contains(r.Names, calls[1]) {
+			enosys = true
+		}
+	}
+	if !enosys {
+		t.Error("no rule making inotify_init and inotify_init1 fail with ENOSYS")
+	}
+}
+
+func TestEnosysCallsAbsentFromAnArchitectureAreLeftOut(t *testing.T) {
+	prof := decodeProfile(t, "arm64", "inotify_init", "inotify_init1")
+	for _, r := range prof.Syscalls {
+		if slices.Contains(r.Names, "inotify_init") {
+			t.Errorf("arm64 profile names inotify_init, which arm64 lacks: %+v", r)
+		}
+	}
+	if _, err := Profile("amd64", "inotify_inti"); err == nil {
+		t.Error("Profile accepted a call no architecture has")
 	}
 }

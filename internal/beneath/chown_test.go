@@ -1,4 +1,4 @@
-package manifest
+package beneath
 
 import (
 	"os"
@@ -8,15 +8,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/agentbox/agentbox/internal/beneath"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-// chownTree gives a git clone to the sandbox user: every entry, links
-// themselves and not what they point at.
+// ChownTree gives a tree to a user (a git clone to the sandbox user):
+// every entry, links themselves and not what they point at.
 func TestChownTreeGivesEveryEntryAndNoLinkTarget(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown files to another user")
-	}
+	testenv.NeedRoot(t, "giving files to another user")
 	outside := filepath.Join(t.TempDir(), "host-file")
 	must(t, os.WriteFile(outside, nil, 0o644))
 	tree := t.TempDir()
@@ -26,7 +24,7 @@ func TestChownTreeGivesEveryEntryAndNoLinkTarget(t *testing.T) {
 	fd, err := unix.Open(tree, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	must(t, err)
 	defer unix.Close(fd)
-	must(t, chownTree(fd, beneath.Owner{UID: 4321, GID: 4322}, "tree"))
+	must(t, ChownTree(fd, Owner{UID: 4321, GID: 4322}, "tree"))
 	for _, p := range []string{".", "d", "d/e", "d/e/f", "d/link"} {
 		fi, err := os.Lstat(filepath.Join(tree, p))
 		must(t, err)
