@@ -156,6 +156,12 @@ type Spec struct {
 	AllowWeaker bool `json:"allow_weaker,omitempty"`
 	// Labels are free-form tags kept in State (run ids, tenants).
 	Labels map[string]string `json:"labels,omitempty"`
+	// Detached makes the session outlive the process that created it
+	// (agentbox session create, a server): it lives until Close or Delete.
+	// Otherwise the session belongs to that process and ends with it, a
+	// crash or a kill -9 included: its processes end and what it holds on
+	// the host is removed, with no garbage collection to run.
+	Detached bool `json:"detached,omitempty"`
 }
 
 // DefaultWorkdir is where the workspace appears inside a sandbox.
