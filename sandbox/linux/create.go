@@ -129,11 +129,11 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	// As root, the session's user namespace maps its ids to a slot of
 	// host ids of its own (see ids.go).
 	if !c.rootless {
-		if h.IDBase, err = c.slots.claim(id, dir); err != nil {
+		if h.IDBase, err = c.slots.claim(dir); err != nil {
 			return nil, err
 		}
 		base := h.IDBase
-		u.push(func() { c.slots.release(base, id) })
+		u.push(func() { c.slots.release(base, dir) })
 		cfg.Idmapped = true
 	} else {
 		cfg.Root = dir // the rootless init is the user: it reaches its own directories

@@ -164,8 +164,8 @@ func readAccountIDs(p string) (map[string]uint64, error) {
 // idSlots hands out the slots of a block, one per live session: slot n is
 // the ids [Base + n*sessionIDs, +sessionIDs). A slot is claimed by making
 // the file <n> in slotDir (O_EXCL: two clients on one host never take the
-// same one), which names the session's directory, and freed when the
-// session is released. A slot whose session is gone (its directory is) is
+// same one), which holds the session directory's absolute path, and freed
+// when the session is released. A slot whose session is gone (its directory is) is
 // free again. The slots are the host's, not a state directory's: clients
 // with different state directories (a server and a CLI, tests) draw on
 // one block and must not hand out the same ids.
@@ -183,16 +183,16 @@ func (s idSlots) count() uint32 { return s.block.Count / sessionIDs }
 // base is the first host id of slot n.
 func (s idSlots) base(n uint32) uint32 { return s.block.Base + n*sessionIDs }
 
-// claim takes a free slot for session id (trying from a place derived from
-// the id, so that concurrent claims rarely meet) and returns its first
-// host id.
-func (s idSlots) claim(id, sessionDir string) (uint32, error) {
+// claim takes a free slot for the session of sessionDir (trying from a
+// place derived from its path, so that concurrent claims rarely meet) and
+// returns its first host id.
+func (s idSlots) claim(sessionDir string) (uint32, error) {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return 0, fmt.Errorf("id slots: %w", err)
 	}
 	n := s.count()
 	start := uint32(0)
-	for _, c := range id {
+	for _, c := range filepath.Base(sessionDir) {
 		start = start*31 + uint32(c)
 	}
 	for i := uint32(0); i < n; i++ {
@@ -200,7 +200,7 @@ func (s idSlots) claim(id, sessionDir string) (uint32, error) {
 		p := filepath.Join(s.dir, strconv.FormatUint(uint64(slot), 10))
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
-			if s.stale(p, sessionDir) {
+			if stale(p) {
 				_ = os.Remove(p) // then the next pass of another client, or this one, takes it
 			}
 			continue
@@ -208,7 +208,7 @@ func (s idSlots) claim(id, sessionDir string) (uint32, error) {
 		if err != nil {
 			return 0, fmt.Errorf("id slots: %w", err)
 		}
-		_, err = f.WriteString(id)
+		_, err = f.WriteString(sessionDir)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -222,25 +222,25 @@ func (s idSlots) claim(id, sessionDir string) (uint32, error) {
 		fmt.Errorf("every one of the %d id slots of %s is taken by a live session; end some, or reserve a larger range", n, s.block))
 }
 
-// stale reports whether the slot file p names a session whose state
-// directory (a sibling of sessionDir) is gone.
-func (s idSlots) stale(p, sessionDir string) bool {
+// stale reports whether the slot file p names a session directory that
+// is gone.
+func stale(p string) bool {
 	b, err := os.ReadFile(p)
-	if err != nil || len(b) == 0 || strings.ContainsAny(string(b), "/\x00") {
+	if err != nil || !filepath.IsAbs(string(b)) || strings.ContainsRune(string(b), 0) {
 		return false
 	}
-	_, err = os.Stat(filepath.Join(filepath.Dir(sessionDir), string(b)))
+	_, err = os.Lstat(string(b))
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-// release frees the slot whose first host id is base, when it is session
-// id's.
-func (s idSlots) release(base uint32, id string) {
+// release frees the slot whose first host id is base, when it is the
+// session's of sessionDir.
+func (s idSlots) release(base uint32, sessionDir string) {
 	if base < s.block.Base || s.block.Count == 0 {
 		return
 	}
 	p := filepath.Join(s.dir, strconv.FormatUint(uint64((base-s.block.Base)/sessionIDs), 10))
-	if b, err := os.ReadFile(p); err == nil && string(b) == id {
+	if b, err := os.ReadFile(p); err == nil && string(b) == sessionDir {
 		_ = os.Remove(p)
 	}
 }

@@ -83,7 +83,7 @@ func TestEverySessionHasASlotOfItsOwnUntilReleased(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(state, id), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		b, err := s.claim(id, filepath.Join(state, id))
+		b, err := s.claim(filepath.Join(state, id))
 		if err != nil {
 			t.Fatalf("claim for %s: %v", id, err)
 		}
@@ -95,14 +95,14 @@ func TestEverySessionHasASlotOfItsOwnUntilReleased(t *testing.T) {
 		}
 		bases[b] = id
 	}
-	if _, err := s.claim("d", filepath.Join(state, "d")); err == nil || !strings.Contains(err.Error(), "every one of the 3 id slots") {
+	if _, err := s.claim(filepath.Join(state, "d")); err == nil || !strings.Contains(err.Error(), "every one of the 3 id slots") {
 		t.Fatalf("a fourth claim on three slots: %v; want a refusal", err)
 	}
 	// Released, a slot is free again; and a slot whose session directory
 	// is gone (a crash) is reclaimed.
 	for b, id := range bases {
 		if id == "a" {
-			s.release(b, "a")
+			s.release(b, filepath.Join(state, "a"))
 		}
 	}
 	if err := os.Remove(filepath.Join(state, "b")); err != nil {
@@ -111,7 +111,7 @@ func TestEverySessionHasASlotOfItsOwnUntilReleased(t *testing.T) {
 	for _, id := range []string{"d", "e"} {
 		var err error
 		for range 2 { // the stale slot is cleared by one pass and taken by the next
-			if _, err = s.claim(id, filepath.Join(state, id)); err == nil {
+			if _, err = s.claim(filepath.Join(state, id)); err == nil {
 				break
 			}
 		}
@@ -124,10 +124,30 @@ func TestEverySessionHasASlotOfItsOwnUntilReleased(t *testing.T) {
 		if id != "c" {
 			continue
 		}
-		s.release(b, "not-c")
+		s.release(b, filepath.Join(state, "not-c"))
 		slot := filepath.Join(s.dir, strconv.FormatUint(uint64((b-s.block.Base)/sessionIDs), 10))
-		if got, err := os.ReadFile(slot); err != nil || string(got) != "c" {
+		if got, err := os.ReadFile(slot); err != nil || string(got) != filepath.Join(state, "c") {
 			t.Fatalf("releasing with another session's id freed c's slot: %q, %v", got, err)
 		}
+	}
+}
+
+// Clients with different state directories (a server and a CLI) draw on
+// the host's one set of slots: a live session of one is never taken for
+// stale by the other.
+func TestSlotsAreSharedByClientsOfDifferentStateDirectories(t *testing.T) {
+	slots := filepath.Join(t.TempDir(), "ids")
+	s := idSlots{block: IDRange{Base: 500000000, Count: 2 * sessionIDs}, dir: slots}
+	a, b := t.TempDir(), t.TempDir()
+	for _, dir := range []string{filepath.Join(a, "s1"), filepath.Join(b, "s2")} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.claim(dir); err != nil {
+			t.Fatalf("claim for %s: %v", dir, err)
+		}
+	}
+	if _, err := s.claim(filepath.Join(b, "s3")); err == nil {
+		t.Fatal("a third claim on two slots held by live sessions of two state directories succeeded")
 	}
 }

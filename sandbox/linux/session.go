@@ -363,7 +363,7 @@ func (c *Client) ownStateDir(h handles) string {
 // release removes what a stopped session owns on the host.
 func (c *Client) release(st sandbox.State, h handles) error {
 	var errs []error
-	defer c.slots.release(h.IDBase, st.ID)
+	defer c.slots.release(h.IDBase, h.StateDir)
 	if err := removeMadeDirs(h.MadeDirs); err != nil {
 		errs = append(errs, err)
 	}
