@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,37 +18,73 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-// leakProbe lists what a failed or finished `exec` could leave behind:
-// session cgroups, sandbox state directories, mounts, and anything in
-// tmp, the TMPDIR the command under test was given. A test compares it
-// before and after. (Cgroups and state directories are host-wide, so the
-// test script runs packages one at a time: go test -p 1.)
-func leakProbe(t *testing.T, tmp string) []string {
-	t.Helper()
+// leakProbe watches what the `agentbox exec` runs of one test could leave
+// behind: session state directories, their cgroups, id slots and mounts,
+// and anything in tmp, the TMPDIR the command under test is given. The
+// test's sessions live in a state directory of their own (the probe sets
+// AGENTBOX_STATE_DIR), so what other tests running at the same time hold
+// is not counted.
+type leakProbe struct {
+	tmp, state string
+	ids        map[string]bool // sessions seen in the state directory
+	before     []string
+}
+
+func newLeakProbe(t *testing.T, tmp string) *leakProbe {
+	p := &leakProbe{tmp: tmp, state: filepath.Join(t.TempDir(), "state"), ids: map[string]bool{}}
+	t.Setenv("AGENTBOX_STATE_DIR", p.state)
+	p.before = p.list()
+	return p
+}
+
+// list is what there is now; it remembers every session it sees, so that
+// a later list finds the cgroups of one whose directory went.
+func (p *leakProbe) list() []string {
+	entries, _ := os.ReadDir(p.state)
+	for _, e := range entries {
+		p.ids[strings.TrimSuffix(e.Name(), ".workspace")] = true
+	}
 	var got []string
-	for _, pattern := range []string{
-		"/sys/fs/cgroup/*/agentbox/*",
-		"/sys/fs/cgroup/agentbox/*",
-		"/run/agentbox/linux/*",
-		filepath.Join(os.Getenv("AGENTBOX_STATE_DIR"), "*"),
-		filepath.Join(tmp, "*"),
-	} {
+	for _, pattern := range []string{filepath.Join(p.state, "*"), filepath.Join(p.tmp, "*")} {
 		m, _ := filepath.Glob(pattern)
-		for _, p := range m {
-			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-				got = append(got, p)
-			}
+		got = append(got, m...)
+	}
+	for id := range p.ids {
+		for _, pattern := range []string{"/sys/fs/cgroup/*/agentbox/" + id, "/sys/fs/cgroup/agentbox/" + id} {
+			m, _ := filepath.Glob(pattern)
+			got = append(got, m...)
+		}
+	}
+	slots, _ := filepath.Glob("/run/agentbox/ids/*")
+	for _, s := range slots {
+		if b, err := os.ReadFile(s); err == nil && strings.HasPrefix(string(b), p.state+"/") {
+			got = append(got, "id slot "+s)
 		}
 	}
 	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
-			if strings.Contains(line, "agentbox") {
+			if strings.Contains(line, p.state) || strings.Contains(line, p.tmp) {
 				got = append(got, "mount: "+line)
 			}
 		}
 	}
 	sort.Strings(got)
 	return got
+}
+
+// added is what there is now and was not at the start.
+func (p *leakProbe) added() []string { return diff(p.before, p.list()) }
+
+// settled waits (up to ten seconds) until nothing was added, and returns
+// what still is.
+func (p *leakProbe) settled() []string {
+	var left []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if left = p.added(); len(left) == 0 {
+			break
+		}
+	}
+	return left
 }
 
 func diff(before, after []string) []string {
@@ -85,7 +122,7 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tmp := t.TempDir()
-			before := leakProbe(t, tmp)
+			probe := newLeakProbe(t, tmp)
 			cmd := exec.Command(bin, tt.args...)
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 			var stderr bytes.Buffer
@@ -99,7 +136,7 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 			if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "agentbox: ") || !strings.Contains(msg, tt.want) {
 				t.Errorf("stderr = %q, want one line starting with \"agentbox: \" that mentions %q", msg, tt.want)
 			}
-			if added := diff(before, leakProbe(t, tmp)); len(added) > 0 {
+			if added := probe.added(); len(added) > 0 {
 				t.Errorf("left behind: %v", added)
 			}
 		})
@@ -116,7 +153,7 @@ func TestExecJSONReportsTheCommandsResult(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
 	tmp := t.TempDir()
-	before := leakProbe(t, tmp)
+	probe := newLeakProbe(t, tmp)
 	cmd := exec.Command(bin, "exec", "--json", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	out, err := cmd.Output()
@@ -130,7 +167,7 @@ func TestExecJSONReportsTheCommandsResult(t *testing.T) {
 	if res.ExitCode != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.TimedOut || res.Violations == nil {
 		t.Errorf("result = %+v", res)
 	}
-	if added := diff(before, leakProbe(t, tmp)); len(added) > 0 {
+	if added := probe.added(); len(added) > 0 {
 		t.Errorf("left behind after a finished exec: %v", added)
 	}
 }
@@ -182,8 +219,11 @@ func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
 	tmp := t.TempDir()
-	before := leakProbe(t, tmp)
+	probe := newLeakProbe(t, tmp)
 	cmd, stderr := startSleepingExec(t, bin, tmp)
+	if len(probe.added()) == 0 {
+		t.Fatal("a running exec holds nothing the probe sees; the test cannot tell a leak")
+	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -200,35 +240,91 @@ func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 || !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("interrupted exec: %v, stderr %q; want status 130 saying it was interrupted", err, stderr.String())
 	}
-	if leaked := diff(before, leakProbe(t, tmp)); len(leaked) > 0 {
+	if leaked := probe.added(); len(leaked) > 0 {
 		t.Errorf("an interrupted exec left behind: %v", leaked)
 	}
 }
 
 // An `agentbox exec` killed outright (SIGKILL: no chance to close its
-// session) leaves the session running; `agentbox gc` removes it, and
-// leaves alone the session of an exec that still runs.
-func TestGCRemovesTheSessionOfAKilledExecOnly(t *testing.T) {
+// session) takes its session with it: its reaper notices and removes
+// everything, with no gc run.
+func TestAKilledExecLeavesNothingBehind(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
 	tmp := t.TempDir()
-	// A state directory of its own: gc must find this test's sessions
-	// only, not those of other tests running at the same time.
-	t.Setenv("AGENTBOX_STATE_DIR", filepath.Join(t.TempDir(), "state"))
-	before := leakProbe(t, tmp)
+	probe := newLeakProbe(t, tmp)
 	killed, _ := startSleepingExec(t, bin, tmp)
+	if len(probe.added()) == 0 {
+		t.Fatal("a running exec holds nothing the probe sees; the test cannot tell a leak")
+	}
 	if err := killed.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = killed.Wait()
-	if len(diff(before, leakProbe(t, tmp))) == 0 {
-		t.Fatal("a SIGKILLed exec left nothing behind; the test needs its session to remain")
+	if left := probe.settled(); len(left) > 0 {
+		t.Errorf("a SIGKILLed exec left behind: %v", left)
+	}
+}
+
+// The issue's reproduction: a reader that stops reading kills agentbox
+// with SIGPIPE mid-output; the command, which would sleep on, and its
+// session go with it.
+func TestAnExecKilledBySIGPIPELeavesNothingBehind(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin := agentboxBinary(t)
+	tmp := t.TempDir()
+	probe := newLeakProbe(t, tmp)
+	cmd := exec.Command(bin, "exec", "--timeout", "3s", "--", "sh", "-c", "head -c 20000000 /dev/zero; sleep 300")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(probe.added()) == 0 {
+		t.Fatal("a running exec holds nothing the probe sees; the test cannot tell a leak")
+	}
+	out.Close() // as head -c1 does
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("exec whose reader went away: %v, want it to fail", err)
+	}
+	if left := probe.settled(); len(left) > 0 {
+		t.Errorf("an exec killed by SIGPIPE (%v) left behind: %v", err, left)
+	}
+}
+
+// Should its reaper be killed too, a killed exec's session is an orphan
+// that `agentbox gc` removes, and gc leaves alone the session of an exec
+// that still runs.
+func TestGCRemovesTheSessionOfAKilledExecOnly(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin := agentboxBinary(t)
+	tmp := t.TempDir()
+	probe := newLeakProbe(t, tmp)
+	killed, _ := startSleepingExec(t, bin, tmp)
+	reaper := childNamed(t, killed.Process.Pid, "agentbox-linux-reaper")
+	for _, pid := range []int{reaper, killed.Process.Pid} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = killed.Wait()
+	time.Sleep(200 * time.Millisecond)
+	if len(probe.added()) == 0 {
+		t.Fatal("an exec killed with its reaper left nothing behind; the test needs its session to remain")
 	}
 	live, liveErr := startSleepingExec(t, bin, tmp)
 	defer func() {
 		_ = live.Process.Signal(syscall.SIGTERM) // ends the sleep through the exec, which closes its session
 		_ = live.Wait()
-		if leaked := diff(before, leakProbe(t, tmp)); len(leaked) > 0 {
+		if leaked := probe.settled(); len(leaked) > 0 {
 			t.Errorf("left behind after gc and the live exec's end: %v", leaked)
 		}
 	}()
@@ -245,4 +341,30 @@ func TestGCRemovesTheSessionOfAKilledExecOnly(t *testing.T) {
 	if r, err := exec.Command(bin, "gc", "--dry-run").CombinedOutput(); err != nil || !strings.Contains(string(r), "linux: no orphaned sessions") {
 		t.Errorf("a second gc: %v\n%s", err, r)
 	}
+}
+
+// childNamed is the pid of parent's child whose argv[0] is name.
+func childNamed(t *testing.T, parent int, name string) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, p := range procs {
+			stat, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			i := bytes.LastIndexByte(stat, ')')
+			f := strings.Fields(string(stat[i+1:]))
+			if len(f) < 2 || f[1] != strconv.Itoa(parent) {
+				continue
+			}
+			cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+			if argv0, _, _ := bytes.Cut(cmdline, []byte{0}); string(argv0) == name {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+				return pid
+			}
+		}
+	}
+	t.Fatalf("process %d has no child %s", parent, name)
+	return 0
 }

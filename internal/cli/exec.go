@@ -104,10 +104,6 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if err != nil {
 				return Fail(err)
 			}
-			if spec.Labels == nil {
-				spec.Labels = map[string]string{}
-			}
-			spec.Labels[ownerLabel] = ownerMark() // gc removes the session should this process die first
 			code, err := runExec(ctx, client, spec, args, eio)
 			if err != nil {
 				return failed(ctx, err)

@@ -1,18 +1,13 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -26,14 +21,14 @@ func GCCommand(a *App) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove sandboxes left behind by a crashed agentbox",
-		Long: `Remove what a crashed or killed agentbox left behind: docker containers
+		Long: `Remove what a crashed or killed agentbox left behind. A session normally
+ends with the process that made it (agentbox exec, agentbox run), however
+that process ends; gc is for what that could not clean: docker containers
 labelled agentbox.session that are stopped, or whose owner process (label
 agentbox.owner-pid, on this host) no longer exists; native (linux) sessions
-that an agentbox exec made for itself and could not close (it was killed):
-their init, cgroups and directories; and sessions made by agentbox session
-create whose sandbox died. Sessions of running agentbox processes, live
-sessions of agentbox session create, and sessions made through the Go API,
-are left alone.`,
+whose owner is gone; and sessions made by agentbox session create whose
+sandbox died. Sessions of running processes and live sessions of agentbox
+session create are left alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var failed []error
@@ -59,8 +54,9 @@ are left alone.`,
 	return cmd
 }
 
-// LinuxGC removes the native sessions whose `agentbox exec` owner is gone
-// (see ownerLabel), in the state directory this environment names.
+// LinuxGC removes the native sessions whose owner is gone (their reaper
+// was killed as well, or failed), in the state directory this environment
+// names.
 func LinuxGC(ctx context.Context, a *App, dryRun bool, out io.Writer) error {
 	c, err := a.OpenBackend("linux", BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -81,8 +77,7 @@ func LinuxGC(ctx context.Context, a *App, dryRun bool, out io.Writer) error {
 	var errs []error
 	found := 0
 	for _, st := range states {
-		owner := st.Spec.Labels[ownerLabel]
-		if owner == "" || ownerAlive(owner) {
+		if !lc.Orphaned(st) {
 			continue
 		}
 		found++
@@ -92,28 +87,12 @@ func LinuxGC(ctx context.Context, a *App, dryRun bool, out io.Writer) error {
 				continue
 			}
 		}
-		fmt.Fprintf(out, "linux: %s session %s: its agentbox exec (pid %s) is gone\n", verb, st.ID, owner)
+		fmt.Fprintf(out, "linux: %s session %s: the process it belonged to is gone\n", verb, st.ID)
 	}
 	if found == 0 {
 		fmt.Fprintln(out, "linux: no orphaned sessions")
 	}
 	return errors.Join(errs...)
-}
-
-// ownerAlive reports whether mark names a running agentbox process. A pid
-// reused by another program counts as gone; one reused by another agentbox
-// counts as alive (the safe side: the session is kept).
-func ownerAlive(mark string) bool {
-	pid, err := strconv.Atoi(mark)
-	if err != nil || pid <= 0 {
-		return false
-	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
-	return strings.HasPrefix(filepath.Base(string(argv0)), "agentbox")
 }
 
 // gcSessions removes the detached sessions (agentbox session create)

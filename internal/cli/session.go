@@ -221,6 +221,7 @@ func (a *App) sessionCreate() *cobra.Command {
 				pw.cleanup()
 				return Fail(err)
 			}
+			spec.Detached = true // it lives until agentbox session rm, not this command
 			sess, err := client.Create(ctx, spec)
 			if err != nil {
 				pw.cleanup()

@@ -280,6 +280,12 @@ func newID() string {
 // sessionDir is a session's host-only state directory.
 func (c *Client) sessionDir(id string) string { return filepath.Join(c.opts.StateDir, id) }
 
+// defaultWorkspace is where a session that is given no workspace has the
+// one it makes.
+func (c *Client) defaultWorkspace(id string) string {
+	return filepath.Join(c.opts.StateDir, id+".workspace")
+}
+
 // diskAvailable reports whether workspace quotas can be made: an ext4
 // image on a loop device needs mkfs.ext4 and /dev/loop-control.
 func diskAvailable() bool {

@@ -101,18 +101,36 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 			u.run()
 		}
 	}()
+	// Registered with the reaper before anything of it exists, so that
+	// nothing outlives this process should it die from here on.
+	var owner *owner
+	if !spec.Detached {
+		if owner, err = self(); err != nil {
+			return nil, sandbox.Wrap(op, nil, err)
+		}
+		if err := c.own(id); err != nil {
+			return nil, err
+		}
+		u.push(func() { c.disown(id) })
+	}
 	dir := c.sessionDir(id)
 	if err := os.MkdirAll(c.opts.StateDir, 0o700); err != nil {
 		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create state directory %s: %w", c.opts.StateDir, err))
 	}
+	// The session directory comes first: an id slot whose directory does
+	// not exist is free for the taking (ids.go).
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, sandbox.Wrap(op, nil, fmt.Errorf("create session directory %s: %w", dir, err))
+	}
+	u.push(func() { _ = os.RemoveAll(dir) })
 	st := sandbox.State{
 		Version: sandbox.StateVersion, Backend: c.Name(), ID: id, Spec: spec,
 		CreatedAt: time.Now().UTC(),
 	}
-	h := handles{StateDir: dir, Socket: filepath.Join(dir, "control.sock")}
+	h := handles{StateDir: dir, Socket: filepath.Join(dir, "control.sock"), Owner: owner}
 	ws := spec.Workspace
 	if ws == "" {
-		ws = filepath.Join(c.opts.StateDir, id+".workspace")
+		ws = c.defaultWorkspace(id)
 	}
 	cfg := &control.Config{Rootless: c.rootless,
 		ID: id, Root: control.RootMountPoint, Workspace: ws, Workdir: workdirOf(spec),
@@ -207,15 +225,11 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 	return s, nil
 }
 
-// prepareHost makes the session directory and the workspace (fresh, on a
-// size-limited image, or seeded from a snapshot), each with its undo.
+// prepareHost makes the workspace (fresh, on a size-limited image, or
+// seeded from a snapshot), with its undo.
 func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles, u *undo, spec sandbox.Spec, ws string, adopt *adoption) error {
 	const op = "linux: create"
 	dir := h.StateDir
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return sandbox.Wrap(op, nil, fmt.Errorf("create session directory %s: %w", dir, err))
-	}
-	u.push(func() { _ = os.RemoveAll(dir) })
 	if spec.Workspace == "" {
 		if err := os.Mkdir(ws, 0o755); err != nil {
 			return sandbox.Wrap(op, nil, fmt.Errorf("create workspace: %w", err))

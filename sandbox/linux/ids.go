@@ -244,3 +244,18 @@ func (s idSlots) release(base uint32, sessionDir string) {
 		_ = os.Remove(p)
 	}
 }
+
+// releaseDir frees the slot that names sessionDir, if one does: for a
+// session whose maker died before it recorded its slot.
+func (s idSlots) releaseDir(sessionDir string) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(s.dir, e.Name())
+		if b, err := os.ReadFile(p); err == nil && string(b) == sessionDir {
+			_ = os.Remove(p)
+		}
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/control"
+	"golang.org/x/sys/unix"
 )
 
 // Resume reattaches to a live session through its control socket, from
@@ -113,17 +115,32 @@ func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 	}
 	if st.Workspace == "" {
 		// A state that names only the session: what it holds is what its
-		// state.json says.
+		// state.json says, or, when its maker died before writing one,
+		// what the backend makes where it makes it.
 		if saved, err := readState(h.StateDir); err == nil && saved.ID == st.ID {
 			st.Workspace, st.OwnsWorkspace = saved.Workspace, saved.OwnsWorkspace
+		} else if ws := c.defaultWorkspace(st.ID); dirExists(ws) {
+			st.Workspace, st.OwnsWorkspace = ws, true
+			h.WorkspaceTmpfs = mountedOn(ws)
+			if img := filepath.Join(h.StateDir, "disk.img"); fileExists(img) {
+				h.DiskImage = img
+			}
 		}
+	}
+	if h.IDBase == 0 && !c.rootless {
+		// Claimed, perhaps, before state.json said which.
+		c.slots.releaseDir(h.StateDir)
 	}
 	s := newSession(c, st, h, c.cg.Open(st.ID))
 	s.closed = true
 	if err := s.Stop(ctx); err != nil {
 		return err
 	}
-	return c.release(st, h)
+	if err := c.release(st, h); err != nil {
+		return err
+	}
+	c.disown(st.ID)
+	return nil
 }
 
 // probe asks an init who it is; it fails when nothing serves the socket.
@@ -153,6 +170,21 @@ func probe(sock string) (*control.Info, error) {
 func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()
+}
+
+func fileExists(p string) bool {
+	fi, err := os.Lstat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// mountedOn reports whether a file system is mounted on dir: it is on
+// another one than its parent.
+func mountedOn(dir string) bool {
+	var st, parent unix.Stat_t
+	if unix.Lstat(dir, &st) != nil || unix.Lstat(filepath.Dir(dir), &parent) != nil {
+		return false
+	}
+	return st.Dev != parent.Dev
 }
 
 // List returns the saved state of every session in the state directory,

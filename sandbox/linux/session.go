@@ -331,6 +331,8 @@ func (s *session) Close(ctx context.Context) error {
 	}
 	if err := s.c.release(s.st, s.h); err != nil {
 		errs = append(errs, err)
+	} else {
+		s.c.disown(s.st.ID)
 	}
 	return errors.Join(errs...)
 }

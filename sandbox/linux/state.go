@@ -38,6 +38,10 @@ type handles struct {
 	// tmpfs mounted on its directory (the default bound when there is no
 	// DiskImage).
 	WorkspaceTmpfs bool `json:"workspace_tmpfs,omitempty"`
+	// Owner is the process the session belongs to (none when detached):
+	// its reaper ends the session when that process ends, and `agentbox
+	// gc` should the reaper have been killed too.
+	Owner *owner `json:"owner,omitempty"`
 	// MadeDirs are the mount points of missing denied paths the init made
 	// on the host, for the session's end to remove (see denydirs.go).
 	MadeDirs []madeDir `json:"deny_mount_points,omitempty"`
