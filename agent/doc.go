@@ -42,6 +42,8 @@
 //	  - compaction: {max_tokens: 24000, keep_last: 4}
 //	model: {provider: openai-responses|openai-chat|scripted, name: gpt-4.1, base_url: ..., plan: plan.yaml}
 //	settings: {temperature: 0, top_p: 1, max_output_tokens: 2000, tool_choice: auto}
+//	                              # store: true lets the Responses API keep the
+//	                              # conversation; agentbox sends store: false otherwise
 //	max_turns: 20
 //	run_as: "1000:1000"
 //	policy:
