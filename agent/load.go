@@ -77,7 +77,7 @@ type fileYAML struct {
 	Settings         settingsYAML    `yaml:"settings"`
 	MaxTurns         int             `yaml:"max_turns"`
 	RunAs            string          `yaml:"run_as"`
-	Policy           policyYAML      `yaml:"policy"`
+	Policy           PolicySpec      `yaml:"policy"`
 	Approvals        []approvalYAML  `yaml:"approvals"`
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
 }
@@ -90,7 +90,10 @@ type settingsYAML struct {
 	Store           *bool    `yaml:"store"`
 }
 
-type policyYAML struct {
+// PolicySpec is a sandbox policy as files write it (an agent file's
+// policy key, agentbox mcp's ceiling and presets): sizes like 512M,
+// durations like 30s, network "none", "host" or a list of hosts.
+type PolicySpec struct {
 	// Network is "none", "host", or a list of allowed hosts.
 	Network        yaml.Node `yaml:"network"`
 	Memory         string    `yaml:"memory"`
@@ -195,8 +198,8 @@ func ParseFile(data []byte, dir string) (*File, error) {
 	}
 	a.Capabilities = caps
 
-	if f.Policy, err = y.Policy.policy(); err != nil {
-		return nil, err
+	if f.Policy, err = y.Policy.Policy(); err != nil {
+		return nil, fmt.Errorf("agent file: %w", err)
 	}
 	for i, r := range y.Approvals {
 		rule := ApprovalRule{Tool: r.Tool}
@@ -380,7 +383,9 @@ func newCapability(name string, opts *yaml.Node, dir string) (Capability, error)
 	return nil, fmt.Errorf("unknown capability (known: shell, filesystem, skills, compaction)")
 }
 
-func (p policyYAML) policy() (sandbox.Policy, error) {
+// Policy is the policy p describes, validated; errors name the key and,
+// where YAML knows it, the line.
+func (p PolicySpec) Policy() (sandbox.Policy, error) {
 	var pol sandbox.Policy
 	switch p.Network.Kind {
 	case 0:
@@ -391,16 +396,16 @@ func (p policyYAML) policy() (sandbox.Policy, error) {
 		case "host":
 			pol.Network.Mode = sandbox.NetworkHost
 		default:
-			return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: policy.network is none, host, or a list of allowed hosts", p.Network.Line)
+			return pol, sandbox.Errorf(sandbox.ErrInvalid, "line %d: policy.network is none, host, or a list of allowed hosts", p.Network.Line)
 		}
 	case yaml.SequenceNode:
 		var hosts []string
 		if err := p.Network.Decode(&hosts); err != nil {
-			return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: policy.network: %v", p.Network.Line, err)
+			return pol, sandbox.Errorf(sandbox.ErrInvalid, "line %d: policy.network: %v", p.Network.Line, err)
 		}
 		pol.Network = sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: hosts}
 	default:
-		return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: policy.network is none, host, or a list of allowed hosts", p.Network.Line)
+		return pol, sandbox.Errorf(sandbox.ErrInvalid, "line %d: policy.network is none, host, or a list of allowed hosts", p.Network.Line)
 	}
 	r := &pol.Resources
 	for _, s := range []struct {
@@ -413,7 +418,7 @@ func (p policyYAML) policy() (sandbox.Policy, error) {
 		}
 		n, err := bytesize.Parse(s.val)
 		if err != nil {
-			return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: policy.%s: %v", s.key, err)
+			return pol, sandbox.Errorf(sandbox.ErrInvalid, "policy.%s: %v", s.key, err)
 		}
 		*s.dst = n
 	}
@@ -427,7 +432,7 @@ func (p policyYAML) policy() (sandbox.Policy, error) {
 	}
 	pol.Filesystem.ReadOnly, pol.Filesystem.Deny = p.ReadOnly, p.Deny
 	if err := pol.Validate(); err != nil {
-		return pol, fmt.Errorf("agent file: %w", err)
+		return pol, err
 	}
 	return pol, nil
 }
