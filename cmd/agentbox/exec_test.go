@@ -239,9 +239,10 @@ func TestExecExitStatusSaysTimeoutAndHostEnvIsNotInherited(t *testing.T) {
 // startSleepingExec starts `agentbox exec` of a long sleep with TMPDIR
 // tmp and returns once the command runs in its sandbox, with the exec's
 // stderr.
-func startSleepingExec(t *testing.T, bin, tmp string) (*exec.Cmd, *bytes.Buffer) {
+func startSleepingExec(t *testing.T, bin, tmp string, flags ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(bin, "exec", "--", "sh", "-c", "echo up; exec sleep 60")
+	args := append(append([]string{"exec"}, flags...), "--", "sh", "-c", "echo up; exec sleep 60")
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -293,22 +294,41 @@ func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
 
 // An `agentbox exec` killed outright (SIGKILL: no chance to close its
 // session) takes its session with it: its reaper notices and removes
-// everything, with no gc run.
+// everything, with no gc run. That includes the temporary workspace a
+// manifest is materialized into before the session exists.
 func TestAKilledExecLeavesNothingBehind(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
-	tmp := t.TempDir()
-	probe := newLeakProbe(t, tmp)
-	killed, _ := startSleepingExec(t, bin, tmp)
-	if len(probe.added()) == 0 {
-		t.Fatal("a running exec holds nothing the probe sees; the test cannot tell a leak")
-	}
-	if err := killed.Process.Kill(); err != nil {
+	m := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(m, []byte("entries:\n  notes.txt:\n    file:\n      content: kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = killed.Wait()
-	if left := probe.settled(); len(left) > 0 {
-		t.Errorf("a SIGKILLed exec left behind: %v", left)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		holds string // a pattern in TMPDIR the running exec must hold
+	}{
+		{"a plain exec", nil, ""},
+		{"an exec of a manifest without a workspace", []string{"--manifest", m}, "agentbox-ws-*/notes.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			probe := newLeakProbe(t, tmp)
+			killed, _ := startSleepingExec(t, bin, tmp, tc.flags...)
+			if len(probe.added()) == 0 {
+				t.Fatal("a running exec holds nothing the probe sees; the test cannot tell a leak")
+			}
+			if held, _ := filepath.Glob(filepath.Join(tmp, tc.holds)); tc.holds != "" && len(held) != 1 {
+				t.Fatalf("no %s in TMPDIR (%v); the test cannot tell a leak", tc.holds, probe.added())
+			}
+			if err := killed.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = killed.Wait()
+			if left := probe.settled(); len(left) > 0 {
+				t.Errorf("a SIGKILLed exec left behind: %v", left)
+			}
+		})
 	}
 }
 
