@@ -56,7 +56,6 @@ type Server struct {
 
 	// streams counts the clients attached to streamed processes.
 	streams sync.WaitGroup
-
 }
 
 // tenant is one tenant's backend, snapshot store and live sessions.
