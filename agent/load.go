@@ -41,6 +41,9 @@ type File struct {
 	Approvals []ApprovalRule
 	// Artifacts, when Rules is set, says what to promote after the run.
 	Artifacts ArtifactsConfig
+	// Redact are regular expressions whose matches the run's trace hides,
+	// beyond trace.DefaultPatterns (checked to compile).
+	Redact []string
 }
 
 // ModelConfig names a model provider and its options.
@@ -80,6 +83,7 @@ type fileYAML struct {
 	Policy           policyYAML      `yaml:"policy"`
 	Approvals        []approvalYAML  `yaml:"approvals"`
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
+	Redact           []string        `yaml:"redact"`
 }
 
 type settingsYAML struct {
@@ -141,7 +145,7 @@ func ParseFile(data []byte, dir string) (*File, error) {
 		}
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts}
+	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts, Redact: y.Redact}
 	a := &SandboxAgent{
 		Name:             y.Name,
 		Instructions:     y.Instructions,
@@ -197,6 +201,11 @@ func ParseFile(data []byte, dir string) (*File, error) {
 
 	if f.Policy, err = y.Policy.policy(); err != nil {
 		return nil, err
+	}
+	for i, p := range y.Redact {
+		if _, err := regexp.Compile(p); err != nil {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: redact[%d]: %v", i, err)
+		}
 	}
 	for i, r := range y.Approvals {
 		rule := ApprovalRule{Tool: r.Tool}
