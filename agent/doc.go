@@ -24,6 +24,9 @@
 // The system prompt is built in a fixed order: SandboxPrompt (or the
 // agent's BaseInstructions), the agent's Instructions, each capability's
 // fragment, then a tree of the workspace listed through the session.
+// What it says of the sandbox is read from the session's state: the hosts
+// an allow-list reaches, the limits set, and in the tree which paths are
+// read-only or read-write mounts, read-only or denied by the policy.
 //
 // # Agent files
 //

@@ -182,3 +182,26 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Fatalf("pid %d did not die", pid)
 }
+
+// A detached session keeps the temporary workspace its manifest was
+// materialized into after the command that made it exits (whose reaper
+// would otherwise remove it), until session rm.
+func TestASessionMadeFromAManifestKeepsItsWorkspaceUntilRemoved(t *testing.T) {
+	e := newSessionEnv(t)
+	tmp := t.TempDir()
+	m := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(m, []byte("entries:\n  notes.txt:\n    file:\n      content: kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	id := strings.TrimSpace(e.ok("session", "create", "--manifest", m, "--timeout", "30s"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	time.Sleep(300 * time.Millisecond) // time for a reaper to act, were the workspace registered
+	if got := e.ok("exec", "--session", id, "--", "cat", "notes.txt"); got != "kept" {
+		t.Errorf("the session's manifest file reads %q, want %q", got, "kept")
+	}
+	e.ok("session", "rm", id)
+	if left, _ := filepath.Glob(filepath.Join(tmp, "agentbox-ws-*")); len(left) > 0 {
+		t.Errorf("session rm left the temporary workspace: %v", left)
+	}
+}

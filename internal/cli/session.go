@@ -233,6 +233,9 @@ func (a *App) sessionCreate() *cobra.Command {
 				pw.cleanup()
 				return Fail(fmt.Errorf("session create: %w", err))
 			}
+			if pw.keep != nil {
+				pw.keep() // session rm removes it
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), e.State)
 			}

@@ -116,6 +116,9 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 		if r.NotFound {
 			kind = sandbox.ErrNotFound
 		}
+		if n := s.policy().Resources.Pids; r.Again && n > 0 {
+			return nil, sandbox.Wrap(op, nil, fmt.Errorf("start %s: the session's limit of %d processes and threads is reached, so the kernel refused one more (the sandbox's own spawning thread counts as one): the limit is too low for this command, raise --pids (policy pids)", req.Cmd[0], n))
+		}
 		return nil, sandbox.Wrap(op, kind, errors.New(r.Error))
 	}
 	_ = c.SetWriteDeadline(time.Time{})
