@@ -48,6 +48,9 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	if err := s.live("exec"); err != nil {
 		return nil, err
 	}
+	if err := s.refuseIfPaused("exec"); err != nil {
+		return nil, err
+	}
 	dir, err := s.cwd(req.Workdir)
 	if err != nil {
 		return nil, err
