@@ -24,6 +24,9 @@
 // The system prompt is built in a fixed order: SandboxPrompt (or the
 // agent's BaseInstructions), the agent's Instructions, each capability's
 // fragment, then a tree of the workspace listed through the session.
+// What it says of the sandbox is read from the session's state: the hosts
+// an allow-list reaches, the limits set, and in the tree which paths are
+// read-only or read-write mounts, read-only or denied by the policy.
 //
 // # Agent files
 //
@@ -42,6 +45,8 @@
 //	  - compaction: {max_tokens: 24000, keep_last: 4}
 //	model: {provider: openai-responses|openai-chat|scripted, name: gpt-4.1, base_url: ..., plan: plan.yaml}
 //	settings: {temperature: 0, top_p: 1, max_output_tokens: 2000, tool_choice: auto}
+//	                              # store: true lets the Responses API keep the
+//	                              # conversation; agentbox sends store: false otherwise
 //	max_turns: 20
 //	run_as: "1000:1000"
 //	policy:

@@ -195,10 +195,10 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 	for _, c := range changes {
 		if c.remove {
 			if err := fx.remove(ctx, c.path); err != nil {
-				return "", fmt.Errorf("apply_patch: after %s: %w", describeDone(done), err)
+				return "", writeFailed(done, err)
 			}
 		} else if err := fx.sess.WriteFile(ctx, c.path, []byte(c.content), c.mode); err != nil {
-			return "", fmt.Errorf("apply_patch: after %s: write %s: %w", describeDone(done), c.path, err)
+			return "", writeFailed(done, fmt.Errorf("write %s: %w", c.path, err))
 		}
 		if c.mark != "" {
 			done = append(done, c.mark)
@@ -207,11 +207,14 @@ func (fx *fileTools) applyPatch(ctx context.Context, raw json.RawMessage) (strin
 	return "Success. Updated the following files:\n" + strings.Join(done, "\n"), nil
 }
 
-func describeDone(done []string) string {
+// writeFailed says which change failed and what the workspace holds now:
+// the plan checked every hunk, so only a write can fail here, and the
+// changes before it stay applied.
+func writeFailed(done []string, err error) error {
 	if len(done) == 0 {
-		return "no change"
+		return fmt.Errorf("apply_patch: %w; nothing was changed", err)
 	}
-	return "applying " + strings.Join(done, ", ")
+	return fmt.Errorf("apply_patch: %w; already applied, and kept: %s; the rest of the patch was not applied", err, strings.Join(done, ", "))
 }
 
 // modeOf is the file's permission bits, 0644 when they cannot be read.

@@ -87,6 +87,7 @@ type settingsYAML struct {
 	TopP            *float64 `yaml:"top_p"`
 	MaxOutputTokens int64    `yaml:"max_output_tokens"`
 	ToolChoice      string   `yaml:"tool_choice"`
+	Store           *bool    `yaml:"store"`
 }
 
 type policyYAML struct {
@@ -153,6 +154,7 @@ func ParseFile(data []byte, dir string) (*File, error) {
 			TopP:            y.Settings.TopP,
 			MaxOutputTokens: y.Settings.MaxOutputTokens,
 			ToolChoice:      y.Settings.ToolChoice,
+			Store:           y.Settings.Store,
 		},
 	}
 	f.Agent = a

@@ -26,7 +26,7 @@ capabilities:
 model:
   provider: scripted
   plan: plan.yaml
-settings: {temperature: 0.2, max_output_tokens: 900}
+settings: {temperature: 0.2, max_output_tokens: 900, store: true}
 max_turns: 7
 run_as: "1000:1000"
 policy:
@@ -75,7 +75,7 @@ func TestLoadFileReadsEveryKey(t *testing.T) {
 	if f.Model.Provider != "scripted" || f.Model.Plan != filepath.Join(dir, "plan.yaml") {
 		t.Errorf("model %+v", f.Model)
 	}
-	if a.Settings.Temperature == nil || *a.Settings.Temperature != 0.2 || a.Settings.MaxOutputTokens != 900 {
+	if a.Settings.Temperature == nil || *a.Settings.Temperature != 0.2 || a.Settings.MaxOutputTokens != 900 || !a.Settings.Stores() {
 		t.Errorf("settings %+v", a.Settings)
 	}
 	p := f.Policy

@@ -218,3 +218,39 @@ func TestApplyPatchIsAllOrNothing(t *testing.T) {
 		t.Error("b.txt was added although the patch failed")
 	}
 }
+
+func TestApplyPatchSaysWhatAFailedWriteLeft(t *testing.T) {
+	tests := []struct {
+		name  string
+		patch string
+		want  string
+	}{
+		{"a first write that fails changed nothing",
+			"*** Begin Patch\n*** Add File: file/x\n+x\n*** End Patch",
+			"write /workspace/file/x: "},
+		{"a later write that fails names what was applied",
+			"*** Begin Patch\n*** Add File: ok.txt\n+ok\n*** Add File: file/x\n+x\n*** End Patch",
+			"; already applied, and kept: A ok.txt; the rest of the patch was not applied"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sess := liveSession(t)
+			ws := sess.State().Workspace
+			// "file" is a regular file, so nothing can be written under it.
+			if err := os.WriteFile(filepath.Join(ws, "file"), []byte("f\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args, _ := json.Marshal(map[string]string{"input": tt.patch})
+			_, err := (&Filesystem{}).Tools(sess)[0].Call(context.Background(), args)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "after no change") || strings.Contains(err.Error(), ws) {
+				t.Fatalf("error %v: a riddle or a host path", err)
+			}
+			if strings.HasPrefix(tt.name, "a first") && !strings.HasSuffix(err.Error(), "; nothing was changed") {
+				t.Fatalf("error %v does not say nothing was changed", err)
+			}
+		})
+	}
+}

@@ -14,7 +14,9 @@ import (
 
 // procTable holds one session's running exec_command processes.
 type procTable struct {
-	sess       sandbox.Session
+	sess sandbox.Session
+	// policy is the session's, whose limits bound every command.
+	policy     sandbox.Policy
 	timeout    time.Duration
 	maxTimeout time.Duration
 	max        int
@@ -57,7 +59,9 @@ func (t *procTable) start(ctx context.Context, argv []string, display, workdir s
 		return nil, sandbox.Wrap("exec_command", sandbox.ErrClosed, errors.New("the shell of this session was closed"))
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	req := sandbox.ExecRequest{Cmd: argv, Workdir: workdir, TTY: tty}
+	// The backend is told the timeout too, so one that enforces it in
+	// Start (the native init) kills the tree at the same moment.
+	req := sandbox.ExecRequest{Cmd: argv, Workdir: workdir, TTY: tty, Timeout: timeout}
 	if tty {
 		req.Rows, req.Cols = 24, 120
 	}

@@ -89,7 +89,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	if terr != nil {
 		tree = "(could not list the workspace: " + terr.Error() + ")"
 	}
-	instructions := BuildInstructions(a, caps, workdir, tree)
+	instructions := BuildInstructions(a, caps, workdir, tree, sess.State().Spec.Policy)
 
 	maxTurns := a.MaxTurns
 	if cfg.MaxTurns > 0 {

@@ -18,6 +18,8 @@ import (
 type Shell struct {
 	// Timeout is a command's default wall-clock limit (default 2m); the
 	// model may ask for up to MaxTimeout (default 30m) with timeout_ms.
+	// The session policy's exec timeout bounds both: a tool call can
+	// lower it, never raise it.
 	Timeout    time.Duration
 	MaxTimeout time.Duration
 	// MaxProcesses bounds the running processes kept per session (default
@@ -83,6 +85,7 @@ func (s *Shell) table(sess sandbox.Session) *procTable {
 	}
 	t := &procTable{
 		sess:       sess,
+		policy:     sess.State().Spec.Policy,
 		timeout:    orDuration(s.Timeout, defaultShellTimeout),
 		maxTimeout: orDuration(s.MaxTimeout, defaultShellMaxTimeout),
 		max:        s.MaxProcesses,
@@ -154,12 +157,26 @@ func (a execArgs) argv() ([]string, string, error) {
 	return list, strings.Join(list, " "), nil
 }
 
-// outputCap is the byte cap for a tool's returned output.
-func outputCap(maxTokens int) int {
-	if maxTokens > 0 {
-		return maxTokens * 4
+// commandTimeout is a command's wall-clock limit: the shell's default, or
+// what the call asked (bounded by the shell's MaxTimeout), never more than
+// the policy's exec timeout.
+func (t *procTable) commandTimeout(askedMS int64) time.Duration {
+	d := t.timeout
+	if askedMS > 0 {
+		d = min(time.Duration(askedMS)*time.Millisecond, t.maxTimeout)
 	}
-	return DefaultToolOutputBytes
+	return sandbox.ExecRequest{Timeout: d}.EffectiveTimeout(t.policy)
+}
+
+// outputCap is the byte cap for a tool's returned output: about
+// maxTokens tokens when the call asks, else DefaultToolOutputBytes, never
+// more than the policy's output cap.
+func (t *procTable) outputCap(maxTokens int) int {
+	asked := int64(DefaultToolOutputBytes)
+	if maxTokens > 0 {
+		asked = int64(maxTokens) * 4
+	}
+	return int(sandbox.ExecRequest{MaxOutput: asked}.EffectiveMaxOutput(t.policy))
 }
 
 func (t *procTable) execCommand(ctx context.Context, raw json.RawMessage) (string, error) {
@@ -171,10 +188,7 @@ func (t *procTable) execCommand(ctx context.Context, raw json.RawMessage) (strin
 	if err != nil {
 		return "", err
 	}
-	timeout := t.timeout
-	if a.TimeoutMS > 0 {
-		timeout = min(time.Duration(a.TimeoutMS)*time.Millisecond, t.maxTimeout)
-	}
+	timeout := t.commandTimeout(a.TimeoutMS)
 	yield := defaultYield
 	if a.TTY {
 		yield = defaultTTYYield
@@ -191,7 +205,7 @@ func (t *procTable) execCommand(ctx context.Context, raw json.RawMessage) (strin
 	if err != nil {
 		return "", err
 	}
-	return t.waitAndReport(ctx, p, yield, outputCap(a.MaxOutputTokens))
+	return t.waitAndReport(ctx, p, yield, t.outputCap(a.MaxOutputTokens))
 }
 
 type stdinArgs struct {
@@ -222,7 +236,7 @@ func (t *procTable) writeStdin(ctx context.Context, raw json.RawMessage) (string
 	if a.YieldTimeMS > 0 {
 		yield = time.Duration(a.YieldTimeMS) * time.Millisecond
 	}
-	return t.waitAndReport(ctx, p, yield, outputCap(a.MaxOutputTokens))
+	return t.waitAndReport(ctx, p, yield, t.outputCap(a.MaxOutputTokens))
 }
 
 // waitAndReport waits up to yield for p to end, then describes it: the

@@ -61,7 +61,16 @@ type Settings struct {
 	MaxOutputTokens int64    `json:"max_output_tokens,omitempty"`
 	// ToolChoice is "auto" (default), "required" or "none".
 	ToolChoice string `json:"tool_choice,omitempty"`
+	// Store asks the provider to retain the request and its response
+	// (the Responses API's "store"). Nil means false: agentbox sends
+	// store=false on every Responses request unless this says true, since
+	// a run's conversation holds the client data its tools read. Chat
+	// Completions requests carry it only when it is set.
+	Store *bool `json:"store,omitempty"`
 }
+
+// Stores reports whether s asks the provider to retain the conversation.
+func (s Settings) Stores() bool { return s.Store != nil && *s.Store }
 
 // Request is one model turn's input.
 type Request struct {

@@ -43,6 +43,7 @@ var Catalog = []Entry{
 	{"image", "Manage the docker backend's base image"},
 	{"promote", "Copy checked outputs out of a workspace, with a provenance record"},
 	{"run", "Run an AI agent whose commands and file edits are confined to a sandbox"},
+	{"serve", "Serve sandboxes over HTTP to tenants holding API keys"},
 	{"trace", "Inspect agent run traces (JSONL)"},
 }
 

@@ -199,3 +199,22 @@ func (a allowList) check(t target) error {
 	}
 	return fmt.Errorf("host %s is not in the allow-list", t.host)
 }
+
+// wildcardOnly returns the wildcard entry that admits t when no entry
+// naming t's host itself does: the name is then one the sandbox picked.
+func (a allowList) wildcardOnly(t target) (pattern, bool) {
+	var w pattern
+	found := false
+	for _, p := range a {
+		if !p.matchesHost(t) || !p.matchesPort(t) {
+			continue
+		}
+		if !p.wildcard {
+			return pattern{}, false
+		}
+		if !found {
+			w, found = p, true
+		}
+	}
+	return w, found
+}

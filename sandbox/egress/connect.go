@@ -17,8 +17,8 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, r.URL.Host, http.StatusBadRequest, "bad CONNECT target: "+err.Error())
 		return
 	}
-	if err := p.allow.check(t); err != nil {
-		p.refuse(w, r, t.String(), http.StatusForbidden, err.Error())
+	if status, err := p.admit(t); err != nil {
+		p.refuse(w, r, t.String(), status, err.Error())
 		return
 	}
 	up, err := p.dial(r.Context(), t)

@@ -25,8 +25,8 @@ func (p *Proxy) dialUpstream(ctx context.Context, network, addr string) (net.Con
 		return nil, fmt.Errorf("egress: dial %s: %w", addr, err)
 	}
 	// Re-check: the Transport dials what the rewritten request names, and
-	// a bug there must not widen the allow-list.
-	if err := p.allow.check(t); err != nil {
+	// a bug there must not widen the allow-list or the name bounds.
+	if _, err := p.admit(t); err != nil {
 		return nil, &deniedError{reason: err.Error()}
 	}
 	return p.dial(ctx, t)

@@ -37,6 +37,15 @@
 // resolution and dialling altogether and so also this check; it exists for
 // tests.
 //
+// # Names a wildcard admits
+//
+// A wildcard entry lets the sandbox choose names the proxy resolves, and a
+// resolution carries the name to the zone's name servers: a channel out
+// even when no connection follows. Such names are bounded (label and name
+// length, distinct names per proxy, a rate of new ones; see NameLimits),
+// checked before anything is resolved, and a name refused is a recorded
+// denial like any other. Names an entry lists exactly are not bounded.
+//
 // Requests inside a CONNECT tunnel cannot be inspected: a TLS client may
 // present another name (SNI, Host) to a listed server, as in domain
 // fronting through a shared CDN. The allow-list bounds where bytes go, not

@@ -19,8 +19,8 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, r.URL.Host, http.StatusBadRequest, "bad target: "+err.Error())
 		return
 	}
-	if err := p.allow.check(t); err != nil {
-		p.refuse(w, r, t.String(), http.StatusForbidden, err.Error())
+	if status, err := p.admit(t); err != nil {
+		p.refuse(w, r, t.String(), status, err.Error())
 		return
 	}
 	p.forward.ServeHTTP(w, r.WithContext(withTarget(r.Context(), t)))

@@ -38,6 +38,8 @@ type Config struct {
 	MaxConns int
 	// MaxHeaderBytes bounds a request's header; default 64 KiB.
 	MaxHeaderBytes int
+	// Names bounds the names wildcard entries admit; see NameLimits.
+	Names NameLimits
 	// Dial, when set, replaces resolution and dialling: it gets the
 	// listed "host:port" as requested, and the proxy does not check the
 	// addresses it reaches. For tests.
@@ -60,6 +62,7 @@ type Proxy struct {
 	cfg     Config
 	allow   allowList
 	creds   []credential
+	names   *nameGate
 	log     *slog.Logger
 	server  *http.Server
 	forward *httputil.ReverseProxy
@@ -111,6 +114,7 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		p.allow = append(p.allow, pat)
 	}
+	p.names = newNameGate(cfg.Names, time.Now)
 	creds, err := p.parseCredentials(cfg.Credentials)
 	if err != nil {
 		return nil, err
@@ -263,6 +267,19 @@ func (p *Proxy) Close() error {
 		return fmt.Errorf("egress: close: %w", err)
 	}
 	return nil
+}
+
+// admit checks t against the allow-list and, when only a wildcard entry
+// admits its name, against the name bounds. It returns the status and
+// reason of a refusal, or 0 and nil.
+func (p *Proxy) admit(t target) (int, error) {
+	if err := p.allow.check(t); err != nil {
+		return http.StatusForbidden, err
+	}
+	if w, ok := p.allow.wildcardOnly(t); ok {
+		return p.names.admit(t.host, w)
+	}
+	return 0, nil
 }
 
 // ServeHTTP dispatches a client request: CONNECT is tunnelled, absolute

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -120,28 +120,38 @@ func idmapError(p string, err error) error {
 
 // holdUserns makes a user namespace that maps the host id uid to toUID
 // and gid to toGID, and returns its descriptor: the namespace lives while
-// the descriptor is open. It starts the init program in the namespace,
-// which waits for its input to end (see nsinit's holdUserNamespace).
+// the descriptor is open. A user namespace needs a process to make it;
+// this one never runs a line of its own: it is started traced, so the
+// kernel stops it at its execve, before the program's first instruction,
+// and it is killed once its namespace is open. Starting a program that
+// ran until told to exit cost a Go runtime's start and exit per session
+// (A/B in bench/README.md).
 func (c *Client) holdUserns(uid, toUID, gid, toGID uint32) (*os.File, error) {
-	cmd := &exec.Cmd{
-		Path: c.exe, Args: []string{control.UsernsMarker}, Dir: "/", Env: []string{"GOMAXPROCS=1"},
-		SysProcAttr: &syscall.SysProcAttr{
+	attr := &syscall.ProcAttr{
+		Dir: "/",
+		Env: []string{},
+		Sys: &syscall.SysProcAttr{
+			Ptrace:      true,
 			Cloneflags:  unix.CLONE_NEWUSER,
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: int(uid), HostID: int(toUID), Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: int(toGID), Size: 1}},
 		},
 	}
-	in, err := cmd.StdinPipe()
+	// The tracer is the thread that forked; it also reaps the child.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, err := syscall.ForkExec(c.exe, []string{"agentbox-linux-userns"}, attr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start a user namespace for an idmapped mount: %w (a kernel.yama.ptrace_scope of 3 forbids the traced start it needs)", err)
 	}
-	if err := cmd.Start(); err != nil {
-		in.Close()
-		return nil, fmt.Errorf("start a user namespace for an idmapped mount: %w", err)
+	ns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/user")
+	_ = unix.Kill(pid, unix.SIGKILL)
+	for {
+		var ws unix.WaitStatus
+		if _, werr := unix.Wait4(pid, &ws, 0, nil); werr != unix.EINTR {
+			break
+		}
 	}
-	ns, err := os.Open("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/user")
-	in.Close() // the holder exits
-	_ = cmd.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("open the user namespace for an idmapped mount: %w", err)
 	}

@@ -138,11 +138,13 @@ func TestCPULimitThrottlesABusyLoop(t *testing.T) {
 	if dir == "" {
 		dir = g.Dir("v2")
 	}
-	// Spin for 500 ms of wall time. A fifth of a core is 20 ms of CPU per
-	// 100 ms period, so the loop is stopped in (nearly) every period it
-	// spans, and what it got stays near a fifth of the wall time.
+	// Spin until the shell has used 150 ms of CPU (15 ticks of utime and
+	// stime in /proc/self/stat), however busy the host is. A fifth of a
+	// core is 20 ms of CPU per 100 ms period, so the loop spans at least
+	// seven periods and is stopped in nearly every one.
 	before := cpuStat(t, dir)
-	res := run(t, s, "sh", "-c", "end=$(($(date +%s%N)+500000000)); while [ $(date +%s%N) -lt $end ]; do :; done")
+	spin := `while :; do read -r l < /proc/$$/stat; set -- $l; [ $((${14}+${15})) -ge 15 ] && break; i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; done`
+	res := run(t, s, "sh", "-c", spin)
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d: %s", res.ExitCode, res.Stderr)
 	}

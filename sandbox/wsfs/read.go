@@ -31,9 +31,9 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 	// O_NONBLOCK: a FIFO planted by the sandbox must not hang the host.
 	fd, err := r.openIn(root, rel, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK)
 	if err != nil {
-		return nil, mapErr(op, rel, fmt.Errorf("open %s under %s: %w", rel, r.dir, err))
+		return nil, mapErr(op, rel, fmt.Errorf("open %s: %w", rel, err))
 	}
-	f := os.NewFile(uintptr(fd), path.Join(r.dir, rel))
+	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -86,7 +86,7 @@ func (r *Root) Stat(rel string) (sandbox.FileInfo, error) {
 	defer unix.Close(dirfd)
 	fi, err := infoAt(dirfd, base, base)
 	if err != nil {
-		return sandbox.FileInfo{}, mapErr(op, rel, fmt.Errorf("stat %s under %s: %w", rel, r.dir, err))
+		return sandbox.FileInfo{}, mapErr(op, rel, fmt.Errorf("stat %s: %w", rel, err))
 	}
 	return fi, nil
 }
@@ -107,9 +107,9 @@ func (r *Root) ListDir(rel string) ([]sandbox.FileInfo, error) {
 	defer release()
 	fd, err := r.openIn(root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		return nil, mapErr(op, rel, fmt.Errorf("open %s under %s: %w", rel, r.dir, err))
+		return nil, mapErr(op, rel, fmt.Errorf("open %s: %w", rel, err))
 	}
-	f := os.NewFile(uintptr(fd), path.Join(r.dir, rel))
+	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {

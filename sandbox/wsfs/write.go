@@ -139,13 +139,13 @@ func (r *Root) mkdirAll(root int, rel string, perm uint32, uid, gid int) (int, e
 			}
 			if merr != nil && merr != unix.EEXIST {
 				unix.Close(cur)
-				return -1, fmt.Errorf("mkdir %s under %s: %w", prefix, r.dir, merr)
+				return -1, fmt.Errorf("mkdir %s: %w", prefix, merr)
 			}
 			next, err = r.openIn(root, prefix, unix.O_PATH|unix.O_DIRECTORY)
 		}
 		unix.Close(cur)
 		if err != nil {
-			return -1, fmt.Errorf("open directory %s under %s: %w", prefix, r.dir, err)
+			return -1, fmt.Errorf("open directory %s: %w", prefix, err)
 		}
 		cur = next
 	}
@@ -175,7 +175,7 @@ func (r *Root) Remove(rel string) error {
 		err = unix.Unlinkat(dirfd, base, unix.AT_REMOVEDIR)
 	}
 	if err != nil {
-		return mapErr(op, rel, fmt.Errorf("unlink %s under %s: %w", rel, r.dir, err))
+		return mapErr(op, rel, fmt.Errorf("unlink %s: %w", rel, err))
 	}
 	return nil
 }

@@ -79,6 +79,11 @@ func chatParams(name string, req model.Request) (sdk.ChatCompletionNewParams, er
 		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(def))
 	}
 	s := req.Settings
+	// Only when set: OpenAI keeps no chat completions unless asked, so
+	// requests to other servers stay as they were.
+	if s.Store != nil {
+		p.Store = param.NewOpt(*s.Store)
+	}
 	if s.Temperature != nil {
 		p.Temperature = param.NewOpt(*s.Temperature)
 	}

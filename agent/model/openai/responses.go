@@ -55,6 +55,10 @@ func responsesParams(name string, req model.Request) (responses.ResponseNewParam
 		p.Tools = append(p.Tools, tool)
 	}
 	s := req.Settings
+	// Sent on every request, false unless the settings ask: the API's
+	// own default is to keep responses (30 days), and a run's input holds
+	// whatever its tools read.
+	p.Store = param.NewOpt(s.Stores())
 	if s.Temperature != nil {
 		p.Temperature = param.NewOpt(*s.Temperature)
 	}

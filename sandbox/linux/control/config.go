@@ -152,8 +152,3 @@ func UnderDenied(p string, deny []string) bool {
 // Marker is argv[0] of a process the host client starts as a session's
 // init: package nsinit takes over such a process before its main runs.
 const Marker = "agentbox-linux-init"
-
-// UsernsMarker is argv[0] of a process the host client starts only to
-// hold a user namespace: package nsinit makes it wait for its standard
-// input to end.
-const UsernsMarker = "agentbox-linux-userns"

@@ -33,6 +33,8 @@
 //	reach the host's other addresses, the internet network namespace (ENETUNREACH: no route)
 //	reach a host abstract unix socket              network namespace (abstract sockets are per netns)
 //	CONNECT/GET an unlisted host via the proxy     egress proxy (403, reported in Violations and logged)
+//	exfiltrate through names under a wildcard      egress name bounds (403/429 past a burst, long
+//	  (DNS queries the host makes for the sandbox)   labels refused, reported in Violations)
 //	raw and packet sockets                         no CAP_NET_RAW (EPERM)
 //	ptrace a sibling, the init, process_vm_readv   seccomp (EPERM)
 //	mount, bind, pivot_root, chroot, new mount API seccomp (EPERM)

