@@ -177,4 +177,3 @@ Environment:
 	}
 	return root
 }
-
