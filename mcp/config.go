@@ -49,7 +49,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := dec.Decode(&y); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	pol, err := y.Policy.Policy()
+	pol, err := y.Policy.Policy("policy file")
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,11 @@ var (
 	// ErrUnavailable: the backend (engine, kernel feature, server) cannot
 	// be reached or is not present on this host.
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrUnsupported: the backend has no way to do what was asked (a
+	// verb of an optional interface such as Pauser); the cause says why.
+	ErrUnsupported = errors.New("not supported by this backend")
+	// ErrPaused: the session is paused; unpause it to run commands.
+	ErrPaused = errors.New("session paused")
 )
 
 // Error is a sandbox error: what was being done, its kind, its cause, and

@@ -57,10 +57,14 @@ func ValidateMountTarget(workdir, target string) error {
 		return Errorf(ErrInvalid, "mount target %q must be an absolute sandbox path", target)
 	}
 	clean := path.Clean(target)
-	for _, root := range append([]string{workdir}, MountRoots...) {
+	roots := append([]string{workdir}, MountRoots...)
+	for _, root := range roots {
 		if strings.HasPrefix(clean, root+"/") {
 			return nil
 		}
+		if clean == root {
+			return Errorf(ErrPathEscape, "mount target %q is a mount root itself, which a mount would hide; mount at a directory under it, such as %s/NAME", target, root)
+		}
 	}
-	return Errorf(ErrPathEscape, "mount target %q is outside the sandbox layout (allowed under %s, %s)", target, workdir, strings.Join(MountRoots, ", "))
+	return Errorf(ErrPathEscape, "mount target %q is outside the sandbox layout: mount at a directory under one of %s", target, strings.Join(roots, ", "))
 }

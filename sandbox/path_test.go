@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -56,22 +57,23 @@ func TestValidateMountTarget(t *testing.T) {
 		workdir string
 		target  string
 		kind    error // nil: valid
+		says    string
 	}{
-		{"a directory under the workspace is valid", "", "/workspace/data", nil},
-		{"a directory under /mnt is valid", "", "/mnt/in", nil},
-		{"a directory under /opt is valid", "", "/opt/tool", nil},
-		{"a directory under /data is valid", "", "/data/set", nil},
-		{"an unclean path that stays inside is valid", "", "/mnt/a/../b", nil},
-		{"a directory under a custom workdir is valid", "/home/agent", "/home/agent/in", nil},
-		{"the workspace itself would be hidden", "", "/workspace", ErrPathEscape},
-		{"a mount root itself is refused", "", "/mnt", ErrPathEscape},
-		{"a system directory is outside the layout", "", "/etc", ErrPathEscape},
-		{"dot-dot out of /mnt is outside the layout", "", "/mnt/../etc", ErrPathEscape},
-		{"a sibling with a root as prefix is outside", "", "/mntx/a", ErrPathEscape},
-		{"the default workspace under a custom workdir is outside", "/home/agent", "/workspace/in", ErrPathEscape},
-		{"a relative target is invalid", "", "data", ErrInvalid},
-		{"an empty target is invalid", "", "", ErrInvalid},
-		{"a NUL byte is invalid", "", "/mnt/a\x00b", ErrInvalid},
+		{"a directory under the workspace is valid", "", "/workspace/data", nil, ""},
+		{"a directory under /mnt is valid", "", "/mnt/in", nil, ""},
+		{"a directory under /opt is valid", "", "/opt/tool", nil, ""},
+		{"a directory under /data is valid", "", "/data/set", nil, ""},
+		{"an unclean path that stays inside is valid", "", "/mnt/a/../b", nil, ""},
+		{"a directory under a custom workdir is valid", "/home/agent", "/home/agent/in", nil, ""},
+		{"the workspace itself would be hidden", "", "/workspace", ErrPathEscape, "such as /workspace/NAME"},
+		{"a mount root itself is refused, and a directory under it suggested", "", "/data", ErrPathEscape, `"/data" is a mount root itself, which a mount would hide; mount at a directory under it, such as /data/NAME`},
+		{"a system directory is outside the layout", "", "/etc", ErrPathEscape, "mount at a directory under one of /workspace, /mnt, /opt, /data"},
+		{"dot-dot out of /mnt is outside the layout", "", "/mnt/../etc", ErrPathEscape, ""},
+		{"a sibling with a root as prefix is outside", "", "/mntx/a", ErrPathEscape, ""},
+		{"the default workspace under a custom workdir is outside", "/home/agent", "/workspace/in", ErrPathEscape, ""},
+		{"a relative target is invalid", "", "data", ErrInvalid, ""},
+		{"an empty target is invalid", "", "", ErrInvalid, ""},
+		{"a NUL byte is invalid", "", "/mnt/a\x00b", ErrInvalid, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,6 +86,9 @@ func TestValidateMountTarget(t *testing.T) {
 			}
 			if !errors.Is(err, tt.kind) {
 				t.Fatalf("ValidateMountTarget(%q) = %v, want %v", tt.target, err, tt.kind)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("ValidateMountTarget(%q) = %v, want it to say %q", tt.target, err, tt.says)
 			}
 		})
 	}

@@ -208,6 +208,11 @@ func (p Policy) Validate() error {
 // ValidateHostPattern checks one allow-list entry: a DNS name, optionally
 // with a leading "*." and a ":port".
 func ValidateHostPattern(h string) error {
+	if scheme, rest, ok := strings.Cut(h, "://"); ok {
+		// A URL where a host name belongs: say which name to give.
+		name, _, _ := strings.Cut(rest, "/")
+		return Errorf(ErrInvalid, "policy: allow-list entry %q is a URL; give the host name alone (%s), without %s:// or a path", h, name, scheme)
+	}
 	host := strings.TrimPrefix(h, "*.")
 	if i := strings.LastIndexByte(host, ':'); i >= 0 {
 		port := host[i+1:]

@@ -32,7 +32,7 @@ func TestPolicyValidate(t *testing.T) {
 		{"a label ending with a dash is refused", allow("bad-.com"), "not a host name"},
 		{"an empty label is refused", allow("a..b"), "not a host name"},
 		{"a space is refused", allow("ex ample.com"), "not a host name"},
-		{"a URL is refused", allow("https://example.com"), "bad port"},
+		{"a URL is refused with the host name to give", allow("https://example.com/simple"), `allow-list entry "https://example.com/simple" is a URL; give the host name alone (example.com), without https:// or a path`},
 		{"a bare wildcard is refused", allow("*."), "not a host name"},
 		{"a non-ASCII host is refused", allow("héllo.com"), "not a host name"},
 		{"a 64-character label is refused", allow(strings.Repeat("a", 64) + ".com"), "not a host name"},

@@ -13,8 +13,12 @@
 //	tmp/                    staging of saves in progress (each locked by its owner)
 //
 // A manifest lists every entry of the tree (path, type, mode, size,
-// sha256, mtime, symlink target) in path order, plus the snapshot's
-// parent, creation time and labels. Contents are stored by their sha256,
+// sha256, mtime, symlink target, the holes of a sparse file) in path
+// order, plus the snapshot's parent, creation time and labels. A save reads
+// only the data of a sparse file (SEEK_DATA, SEEK_HOLE) and a restore
+// leaves its holes unallocated, so `truncate -s 512M f` stays a few blocks
+// (sparse.go). Manifests without holes are written in format version 1,
+// which every release reads; with holes, in version 2. Contents are stored by their sha256,
 // so a file that did not change since an earlier snapshot (or that appears
 // twice) is stored once: snapshots are incremental by construction. Small
 // contents are packed (a workspace of 30,000 small files would otherwise

@@ -16,6 +16,7 @@ import (
 const (
 	paxHeader = "AGENTBOX.snapshot" // global: the manifest header as JSON
 	paxSHA256 = "AGENTBOX.sha256"   // per file: the content's sha256
+	paxHoles  = "AGENTBOX.holes"    // per sparse file: its holes, "OFF+LEN,..."
 )
 
 // Export writes snapshot ref to w as a PAX tar: a global header carrying
@@ -70,6 +71,9 @@ func (s *Store) Export(ctx context.Context, ref string, w io.Writer) error {
 			h.Typeflag = tar.TypeReg
 			h.Size = e.Size
 			h.PAXRecords = map[string]string{paxSHA256: e.SHA256}
+			if len(e.Holes) > 0 {
+				h.PAXRecords[paxHoles] = formatHoles(e.Holes)
+			}
 		case TypeSymlink:
 			h.Typeflag = tar.TypeSymlink
 			h.Linkname = e.Target

@@ -61,6 +61,8 @@ type importer struct {
 	w      *worker
 	in     *countReader // raw bytes consumed, for the expansion ratio
 	out    int64        // file bytes produced
+	zeros  int64        // of which in declared holes (checked zeros, never stored)
+	holes  int          // holes declared so far
 	header *Header
 	ents   []Entry
 	byPath map[string]int
@@ -130,6 +132,7 @@ func (im *importer) run(ctx context.Context, r io.Reader) (*Manifest, error) {
 	m.Entries = im.ents
 	slices.SortFunc(m.Entries[1:], func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
 	m.computeTotals()
+	m.setVersion()
 	if err := m.validate(im.lim); err != nil {
 		return nil, err
 	}
@@ -181,7 +184,10 @@ func (im *importer) entry(h *tar.Header, tr *tar.Reader) error {
 			return fmt.Errorf("hard link %q -> %q does not name an earlier file of the archive", h.Name, h.Linkname)
 		}
 		src := im.ents[i]
-		e.Type, e.Size, e.SHA256 = TypeFile, src.Size, src.SHA256
+		e.Type, e.Size, e.SHA256, e.Holes = TypeFile, src.Size, src.SHA256, src.Holes
+		if im.holes += len(src.Holes); im.holes > maxHoles {
+			return fmt.Errorf("hard link %q: the archive declares more than %d holes", h.Name, maxHoles)
+		}
 		im.out += src.Size
 		if im.out > im.lim.MaxTotalBytes {
 			return fmt.Errorf("archive content exceeds the limit of %d bytes", im.lim.MaxTotalBytes)
@@ -255,6 +261,16 @@ func (im *importer) content(e *Entry, h *tar.Header, tr *tar.Reader) error {
 		return fmt.Errorf("archive entry %q (%d bytes) exceeds the limit of %d content bytes", h.Name, h.Size, im.lim.MaxTotalBytes)
 	}
 	lr := &limitedReader{r: tr, im: im}
+	if v, ok := h.PAXRecords[paxHoles]; ok {
+		holes, err := parseHoles(v, h.Size)
+		if err != nil {
+			return fmt.Errorf("archive entry %q: its holes: %w", h.Name, err)
+		}
+		if im.holes += len(holes); im.holes > maxHoles {
+			return fmt.Errorf("archive entry %q: the archive declares more than %d holes", h.Name, maxHoles)
+		}
+		lr.cur, e.Holes = &holeCursor{holes: holes}, holes
+	}
 	sum, size, err := im.st.put(im.w, lr)
 	if err != nil {
 		return fmt.Errorf("archive entry %q: %w", h.Name, err)
@@ -266,22 +282,37 @@ func (im *importer) content(e *Entry, h *tar.Header, tr *tar.Reader) error {
 	return nil
 }
 
+// checkExpansion counts the bytes a restore would write: the zeros of
+// declared holes are checked, hashed and left unallocated, so they count
+// toward MaxTotalBytes only.
 func (im *importer) checkExpansion() error {
-	if im.out > im.lim.ExpansionSlack && im.out > im.lim.MaxExpansionRatio*im.in.n {
-		return fmt.Errorf("archive expands more than %dx (%d bytes from %d): refused as a decompression bomb", im.lim.MaxExpansionRatio, im.out, im.in.n)
+	if data := im.out - im.zeros; data > im.lim.ExpansionSlack && data > im.lim.MaxExpansionRatio*im.in.n {
+		return fmt.Errorf("archive expands more than %dx (%d bytes from %d): refused as a decompression bomb", im.lim.MaxExpansionRatio, data, im.in.n)
 	}
 	return nil
 }
 
 // limitedReader counts a file's bytes into the importer and fails as soon
-// as a limit is passed.
+// as a limit is passed; with a cursor, it checks that the file's declared
+// holes read as zeros.
 type limitedReader struct {
-	r  io.Reader
-	im *importer
+	r   io.Reader
+	im  *importer
+	cur *holeCursor
 }
 
 func (l *limitedReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
+	if l.cur != nil {
+		if cerr := l.cur.each(p[:n], func(run []byte, _ int64, hole bool) error {
+			if hole {
+				l.im.zeros += int64(len(run))
+			}
+			return nil
+		}); cerr != nil {
+			return n, cerr
+		}
+	}
 	l.im.out += int64(n)
 	if l.im.out > l.im.lim.MaxTotalBytes {
 		return n, fmt.Errorf("archive content exceeds the limit of %d bytes", l.im.lim.MaxTotalBytes)

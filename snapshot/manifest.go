@@ -13,8 +13,13 @@ import (
 	"time"
 )
 
-// FormatVersion is the manifest format this package writes and reads.
-const FormatVersion = 1
+// FormatVersion is the newest manifest format this package writes and
+// reads. Version 2 adds the holes of sparse files; a manifest without any
+// is written as version 1, which earlier releases read too.
+const FormatVersion = 2
+
+// formatNoHoles is the version of a manifest without holes.
+const formatNoHoles = 1
 
 // EntryType is the kind of a manifest entry.
 type EntryType string
@@ -43,6 +48,10 @@ type Entry struct {
 	// Target is a symlink's target.
 	Target string    `json:"target,omitempty"`
 	MTime  time.Time `json:"mtime"`
+	// Holes are the ranges of a sparse file that hold no data (they read
+	// as zeros, and its content has zeros there); a restore leaves them
+	// unallocated. In order, apart, within Size.
+	Holes []Hole `json:"holes,omitempty"`
 }
 
 // Skipped is something a save left out, and why.
@@ -101,6 +110,17 @@ func (m *Manifest) encode() ([]byte, string, error) {
 	return buf.Bytes(), hex.EncodeToString(sum[:]), nil
 }
 
+// setVersion picks the oldest format that can say what m holds.
+func (m *Manifest) setVersion() {
+	m.Version = formatNoHoles
+	for _, e := range m.Entries {
+		if len(e.Holes) > 0 {
+			m.Version = FormatVersion
+			return
+		}
+	}
+}
+
 // computeTotals fills m.Total from the entries.
 func (m *Manifest) computeTotals() {
 	var t Totals
@@ -142,8 +162,8 @@ func decodeManifest(data []byte, id string, lim Limits) (*Manifest, error) {
 // modes, symlinks that stay inside the root, and the limits.
 func (m *Manifest) validate(lim Limits) error {
 	lim = lim.withDefaults()
-	if m.Version != FormatVersion {
-		return fmt.Errorf("manifest version %d, want %d", m.Version, FormatVersion)
+	if m.Version != formatNoHoles && m.Version != FormatVersion {
+		return fmt.Errorf("manifest version %d, want %d or %d (a newer agentbox wrote it?)", m.Version, formatNoHoles, FormatVersion)
 	}
 	if len(m.Entries) == 0 || m.Entries[0].Path != "." || m.Entries[0].Type != TypeDir {
 		return errors.New("manifest does not start with the root directory")
@@ -153,7 +173,22 @@ func (m *Manifest) validate(lim Limits) error {
 	}
 	types := make(map[string]EntryType, len(m.Entries))
 	var total int64
+	holes := 0
 	for i, e := range m.Entries {
+		if len(e.Holes) > 0 {
+			holes += len(e.Holes)
+			switch {
+			case e.Type != TypeFile:
+				return fmt.Errorf("entry %q: a %s has no holes", e.Path, e.Type)
+			case m.Version < FormatVersion:
+				return fmt.Errorf("entry %q: holes in a version %d manifest", e.Path, m.Version)
+			case holes > maxHoles:
+				return fmt.Errorf("more than %d holes", maxHoles)
+			}
+			if err := checkHoles(e.Holes, e.Size); err != nil {
+				return fmt.Errorf("file %q: %v", e.Path, err)
+			}
+		}
 		if i > 0 {
 			if err := checkEntryPath(e.Path); err != nil {
 				return err

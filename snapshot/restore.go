@@ -226,7 +226,17 @@ func (s *Store) restoreFile(w *worker, e Entry, p string) error {
 	if err != nil {
 		return err
 	}
-	if e.Size > 0 {
+	switch {
+	case len(e.Holes) > 0:
+		// Only the data is written; the holes stay unallocated, the last
+		// one made by the truncation to the file's size.
+		err = s.readObject(w, e.SHA256, e.Size, &holeWriter{f: f, cur: holeCursor{holes: e.Holes}})
+		if err == nil {
+			if err = unix.Ftruncate(f.fd, e.Size); err != nil {
+				err = fmt.Errorf("extend %s to %d bytes: %w", e.Path, e.Size, err)
+			}
+		}
+	case e.Size > 0:
 		err = s.readObject(w, e.SHA256, e.Size, f)
 	}
 	if err == nil && (mode&fs.ModeSticky != 0 || uint32(mode.Perm())&processUmask() != 0) {

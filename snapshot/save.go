@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path"
@@ -115,6 +116,7 @@ func (s *Store) SaveWithOptions(ctx context.Context, dir string, opts SaveOption
 		s.log.Warn("snapshot: left out of the snapshot", "path", sk.Path, "reason", sk.Reason)
 	}
 	m.computeTotals()
+	m.setVersion()
 	if err := m.validate(s.limits); err != nil {
 		return Info{}, sandbox.Wrap(op, sandbox.ErrInvalid, err)
 	}
@@ -146,11 +148,20 @@ func (s *Store) saveFile(w *worker, st *stager, src *source, e *Entry) (string, 
 	if fst.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "no longer a regular file when read", nil
 	}
-	sum, size, err := st.put(w, f)
+	var r io.Reader = f
+	var sparse *sparseReader
+	if fst.Blocks*512 < fst.Size { // fewer blocks than bytes: it may have holes
+		sparse = newSparseReader(f, fst.Size, &st.holeBudget)
+		r = sparse
+	}
+	sum, size, err := st.put(w, r)
 	if err != nil {
 		return "", err
 	}
-	e.SHA256, e.Size = sum, size
+	e.SHA256, e.Size, e.Holes = sum, size, nil
+	if sparse != nil {
+		e.Holes = sparse.holes
+	}
 	e.Mode = fst.Mode & 0o7777
 	e.MTime = statTime(fst.Mtim)
 	return "", nil

@@ -24,6 +24,8 @@ type stager struct {
 	lock *os.File // flock held while the staging directory is in use
 
 	seq atomic.Int64
+	// holeBudget is how many holes files of this save may still record.
+	holeBudget atomic.Int64
 
 	mu          sync.Mutex
 	claimed     map[string]bool // sums written (or being written) here
@@ -51,7 +53,9 @@ func (s *Store) newStager(kind string) (*stager, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("lock staging directory %s: %w", dir, err)
 	}
-	return &stager{s: s, dir: dir, lock: f, claimed: map[string]bool{}, pending: map[string]string{}}, nil
+	st := &stager{s: s, dir: dir, lock: f, claimed: map[string]bool{}, pending: map[string]string{}}
+	st.holeBudget.Store(maxHoles)
+	return st, nil
 }
 
 // abort removes everything staged; published snapshots are untouched.
@@ -100,7 +104,7 @@ func (st *stager) put(w *worker, r io.Reader) (string, int64, error) {
 	case err != nil:
 		return "", 0, err
 	}
-	if f, ok := r.(*rawFile); ok {
+	if f, ok := r.(io.ReadSeeker); ok {
 		return st.putTwoPass(w, f, w.buf[:n])
 	}
 	return st.putStream(w, io.MultiReader(bytes.NewReader(w.buf[:n]), r), "")
@@ -111,7 +115,7 @@ func (st *stager) put(w *worker, r io.Reader) (string, int64, error) {
 // a workspace is saved again) costs no compression; new content is then
 // compressed in a second pass, which hashes again and names the object by
 // what it actually compressed (the file may have changed in between).
-func (st *stager) putTwoPass(w *worker, f *rawFile, prefix []byte) (string, int64, error) {
+func (st *stager) putTwoPass(w *worker, f io.ReadSeeker, prefix []byte) (string, int64, error) {
 	h := sha256.New()
 	h.Write(prefix)
 	if w.cbuf == nil {

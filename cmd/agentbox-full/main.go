@@ -8,6 +8,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli/dockercli"
 	"github.com/agentbox/agentbox/internal/cli/harness"
 	"github.com/agentbox/agentbox/internal/cli/mcpcli"
+	"github.com/agentbox/agentbox/internal/cli/servecli"
 )
 
 func main() {
@@ -18,5 +19,6 @@ func main() {
 	harness.Register(a)
 	dockercli.Register(a)
 	mcpcli.Register(a)
+	servecli.Register(a)
 	a.Main()
 }

@@ -81,6 +81,7 @@ func run(t *testing.T, bin string, args ...string) (string, string, int) {
 // execResult is what agentbox exec --json prints.
 type execResult struct {
 	ExitCode        int      `json:"exit_code"`
+	Signal          string   `json:"signal"`
 	Stdout          string   `json:"stdout"`
 	Stderr          string   `json:"stderr"`
 	DurationMS      int64    `json:"duration_ms"`
@@ -88,4 +89,5 @@ type execResult struct {
 	OOMKilled       bool     `json:"oom_killed"`
 	OutputTruncated bool     `json:"output_truncated"`
 	Violations      []string `json:"violations"`
+	Snapshot        string   `json:"snapshot"`
 }

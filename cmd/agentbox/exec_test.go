@@ -118,6 +118,11 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 		{"an unknown backend", []string{"exec", "--backend", "vmware", "--", "true"}, "unknown backend"},
 		{"a manifest that does not exist", []string{"exec", "--manifest", dir + "/m.yaml", "--", "true"}, "m.yaml"},
 		{"a snapshot that does not exist", []string{"exec", "--store", dir + "/store", "--snapshot", "0123456789ab", "--", "true"}, "not found"},
+		{"a URL where a host name belongs", []string{"exec", "--network", "http://pypi.org", "--", "true"}, "give the host name alone (pypi.org)"},
+		{"a mount onto a mount root itself", []string{"exec", "--ro", dir + ":/data", "--", "true"}, "mount at a directory under it, such as /data/NAME"},
+		{"a misspelt backend", []string{"exec", "--backend", "dokcer", "--", "true"}, `did you mean "docker"? (choose one of docker, linux, local)`},
+		{"a terminal asked for with a pipe on stdin, which could never end", []string{"exec", "--tty", "--", "python3", "-q"}, "--tty needs a terminal on stdin"},
+		{"an image for the native backend", []string{"exec", "--image", "python:3", "--", "true"}, "takes no image"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,6 +145,22 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 				t.Errorf("left behind: %v", added)
 			}
 		})
+	}
+}
+
+func TestExecSaysAProcessLimitWasTooLow(t *testing.T) {
+	requireLinuxSandbox(t)
+	var stderr bytes.Buffer
+	cmd := exec.Command(agentboxBinary(t), "exec", "--pids", "1", "--", "true")
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitCode {
+		t.Fatalf("exit = %v, want status %d; stderr:\n%s", err, exitCode, stderr.String())
+	}
+	for _, w := range []string{"limit of 1 processes and threads is reached", "too low", "raise --pids"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr %q does not say %q", stderr.String(), w)
+		}
 	}
 }
 
@@ -172,6 +193,32 @@ func TestExecJSONReportsTheCommandsResult(t *testing.T) {
 	}
 }
 
+func TestExecJSONAgreesWithTheExitStatusAndNamesTheSnapshot(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin := agentboxBinary(t)
+	store := t.TempDir()
+	cmd := exec.Command(bin, "exec", "--json", "--timeout", "500ms", "--store", store, "--save-snapshot", "--", "sh", "-c", "echo kept > note; sleep 30")
+	out, err := cmd.Output()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 124 {
+		t.Fatalf("exit = %v, want 124", err)
+	}
+	var res execResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+	}
+	if res.ExitCode != 124 || !res.TimedOut || res.Signal != "SIGKILL" {
+		t.Errorf("exit_code %d, timed_out %v, signal %q; want 124 (what the shell sees), true, SIGKILL", res.ExitCode, res.TimedOut, res.Signal)
+	}
+	if len(res.Snapshot) < 12 {
+		t.Fatalf("snapshot %q: --json lacks the id --save-snapshot made\n%s", res.Snapshot, out)
+	}
+	got, stderr, code := run(t, bin, "exec", "--store", store, "--snapshot", res.Snapshot, "--", "cat", "note")
+	if code != 0 || got != "kept\n" {
+		t.Errorf("the snapshot named in the JSON does not hold the workspace: status %d, %q %s", code, got, stderr)
+	}
+}
+
 func TestExecExitStatusSaysTimeoutAndHostEnvIsNotInherited(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
@@ -193,9 +240,10 @@ func TestExecExitStatusSaysTimeoutAndHostEnvIsNotInherited(t *testing.T) {
 // startSleepingExec starts `agentbox exec` of a long sleep with TMPDIR
 // tmp and returns once the command runs in its sandbox, with the exec's
 // stderr.
-func startSleepingExec(t *testing.T, bin, tmp string) (*exec.Cmd, *bytes.Buffer) {
+func startSleepingExec(t *testing.T, bin, tmp string, flags ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(bin, "exec", "--", "sh", "-c", "echo up; exec sleep 60")
+	args := append(append([]string{"exec"}, flags...), "--", "sh", "-c", "echo up; exec sleep 60")
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -247,22 +295,41 @@ func TestExecInterruptedEndsTheCommandAndLeavesNothingBehind(t *testing.T) {
 
 // An `agentbox exec` killed outright (SIGKILL: no chance to close its
 // session) takes its session with it: its reaper notices and removes
-// everything, with no gc run.
+// everything, with no gc run. That includes the temporary workspace a
+// manifest is materialized into before the session exists.
 func TestAKilledExecLeavesNothingBehind(t *testing.T) {
 	requireLinuxSandbox(t)
 	bin := agentboxBinary(t)
-	tmp := t.TempDir()
-	probe := newLeakProbe(t, tmp)
-	killed, _ := startSleepingExec(t, bin, tmp)
-	if len(probe.added()) == 0 {
-		t.Fatal("a running exec holds nothing the probe sees; the test cannot tell a leak")
-	}
-	if err := killed.Process.Kill(); err != nil {
+	m := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(m, []byte("entries:\n  notes.txt:\n    file:\n      content: kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_ = killed.Wait()
-	if left := probe.settled(); len(left) > 0 {
-		t.Errorf("a SIGKILLed exec left behind: %v", left)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		holds string // a pattern in TMPDIR the running exec must hold
+	}{
+		{"a plain exec", nil, ""},
+		{"an exec of a manifest without a workspace", []string{"--manifest", m}, "agentbox-ws-*/notes.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			probe := newLeakProbe(t, tmp)
+			killed, _ := startSleepingExec(t, bin, tmp, tc.flags...)
+			if len(probe.added()) == 0 {
+				t.Fatal("a running exec holds nothing the probe sees; the test cannot tell a leak")
+			}
+			if held, _ := filepath.Glob(filepath.Join(tmp, tc.holds)); tc.holds != "" && len(held) != 1 {
+				t.Fatalf("no %s in TMPDIR (%v); the test cannot tell a leak", tc.holds, probe.added())
+			}
+			if err := killed.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = killed.Wait()
+			if left := probe.settled(); len(left) > 0 {
+				t.Errorf("a SIGKILLed exec left behind: %v", left)
+			}
+		})
 	}
 }
 

@@ -182,3 +182,69 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Fatalf("pid %d did not die", pid)
 }
+
+func TestAPausedSessionRefusesCommandsAndContinuesAfterUnpause(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("exec", "--session", id, "--", "sh", "-c", "i=0; (while :; do i=$((i+1)); echo $i > n.tmp; mv n.tmp n; done) >/dev/null 2>&1 &")
+	e.ok("session", "pause", id)
+	status := func() string {
+		var rows []struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(e.ok("session", "ls", "--json")), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("session ls --json: %v, %d rows", err, len(rows))
+		}
+		return rows[0].Status
+	}
+	if got := status(); got != "paused" {
+		t.Fatalf("session ls says %q of a paused session", got)
+	}
+	_, stderr, code := e.run("exec", "--session", id, "--", "true")
+	if code != exitCode || !strings.Contains(stderr, "is paused; unpause it first") {
+		t.Fatalf("exec in a paused session: exit %d, stderr %q; want 125 saying it is paused", code, stderr)
+	}
+	e.ok("session", "unpause", id)
+	if got := status(); got != "running" {
+		t.Fatalf("session ls says %q after unpause", got)
+	}
+	// The loop started before the pause still runs, where it stood.
+	first := e.ok("exec", "--session", id, "--", "cat", "n")
+	time.Sleep(200 * time.Millisecond)
+	if second := e.ok("exec", "--session", id, "--", "cat", "n"); atoi(t, second) <= atoi(t, first) {
+		t.Fatalf("the counter went from %s to %s after unpause", first, second)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		t.Fatalf("not a number: %q", s)
+	}
+	return n
+}
+
+// A detached session keeps the temporary workspace its manifest was
+// materialized into after the command that made it exits (whose reaper
+// would otherwise remove it), until session rm.
+func TestASessionMadeFromAManifestKeepsItsWorkspaceUntilRemoved(t *testing.T) {
+	e := newSessionEnv(t)
+	tmp := t.TempDir()
+	m := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(m, []byte("entries:\n  notes.txt:\n    file:\n      content: kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	id := strings.TrimSpace(e.ok("session", "create", "--manifest", m, "--timeout", "30s"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	time.Sleep(300 * time.Millisecond) // time for a reaper to act, were the workspace registered
+	if got := e.ok("exec", "--session", id, "--", "cat", "notes.txt"); got != "kept" {
+		t.Errorf("the session's manifest file reads %q, want %q", got, "kept")
+	}
+	e.ok("session", "rm", id)
+	if left, _ := filepath.Glob(filepath.Join(tmp, "agentbox-ws-*")); len(left) > 0 {
+		t.Errorf("session rm left the temporary workspace: %v", left)
+	}
+}

@@ -17,6 +17,7 @@ type CeilingFlags struct {
 	exec    execFlags
 	timeout time.Duration
 	Backend string
+	Server  string
 	Verbose bool
 }
 
@@ -31,7 +32,8 @@ func (c *CeilingFlags) Register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.ro, "ro", nil, "offer host `HOST[:DEST]` read-only to every sandbox (DEST defaults to /workspace/<name>; repeatable)")
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
 	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
-	fl.StringVar(&c.Backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, or local (confines NOTHING; development only)")
+	fl.StringVar(&c.Backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, remote (an agentbox serve; see --server), or local (confines NOTHING; development only)")
+	fl.StringVar(&c.Server, "server", "", "the agentbox serve `ADDR` of --backend remote: http(s)://HOST:PORT or unix:PATH (default $AGENTBOX_SERVER; the API key is $AGENTBOX_TOKEN)")
 	fl.BoolVarP(&c.Verbose, "verbose", "v", false, "log what the server and the backend do (on stderr)")
 }
 
@@ -77,7 +79,7 @@ func (c *CeilingFlags) Ceiling(fl *pflag.FlagSet, base *sandbox.Policy) (sandbox
 // BackendOptions are the options the backend is opened with; logs go to
 // stderr (a server may own stdout).
 func (c *CeilingFlags) BackendOptions(snapshots sandbox.SnapshotStore) BackendOptions {
-	bo := stderrBackendOptions(c.Verbose, c.exec.image)
+	bo := stderrBackendOptions(c.Verbose, c.exec.image, c.Server)
 	bo.Snapshots = snapshots
 	return bo
 }

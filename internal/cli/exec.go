@@ -88,6 +88,9 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if err := a.needsFull(sf.backend); err != nil {
 				return err
 			}
+			if err := sf.checkRemote(cmd.Flags()); err != nil {
+				return err
+			}
 			spec, err := sf.exec.buildSpec()
 			if err != nil {
 				return Fail(fmt.Errorf("exec: %w", err))
@@ -119,7 +122,7 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 	sf.register(fl)
 	fl.DurationVar(&timeout, "timeout", 0, "wall-clock limit of the command; its whole process tree is killed (`DURATION` like 30s; 0 for none, or the session's own)")
 	fl.StringVar(&session, "session", "", "run in the live session `ID` (agentbox session create) instead of a fresh sandbox")
-	fl.BoolVar(&asJSON, "json", false, "print one JSON object: exit_code, stdout, stderr, duration_ms, timed_out, oom_killed, output_truncated, violations")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object: exit_code (agentbox's own status), signal, stdout, stderr, duration_ms, timed_out, oom_killed, output_truncated, violations, snapshot")
 	fl.BoolVarP(&tty, "tty", "t", false, "give the command a pseudo-terminal (interactive programs; stdin must be a terminal)")
 	fl.BoolVar(&raw, "raw", false, "pass the command's control characters to your terminal as they are (by default they are shown, not obeyed, unless --tty)")
 	return cmd
@@ -148,7 +151,7 @@ func (a *App) execInSession(ctx context.Context, id string, argv []string, eio e
 	}
 	ctx, release := interruptible(ctx)
 	defer release()
-	code, err := runCommand(ctx, sess, argv, eio)
+	code, err := runCommand(ctx, sess, argv, eio, nil)
 	if err != nil {
 		return failed(ctx, err)
 	}
@@ -184,9 +187,12 @@ func (eio execIO) check() error {
 	return nil
 }
 
-// execJSON is the --json result.
+// execJSON is the --json result. ExitCode is agentbox's own exit status,
+// the one the shell sees ($?): 124 for a timeout and 137 for an OOM kill,
+// with Signal saying how the process itself ended.
 type execJSON struct {
 	ExitCode        int      `json:"exit_code"`
+	Signal          string   `json:"signal,omitempty"`
 	Stdout          string   `json:"stdout"`
 	Stderr          string   `json:"stderr"`
 	DurationMS      int64    `json:"duration_ms"`
@@ -194,6 +200,8 @@ type execJSON struct {
 	OOMKilled       bool     `json:"oom_killed"`
 	OutputTruncated bool     `json:"output_truncated"`
 	Violations      []string `json:"violations"`
+	// Snapshot is the workspace's snapshot, with --save-snapshot.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // runExec creates a session, runs one command, and closes the session.
@@ -210,24 +218,32 @@ func runExec(ctx context.Context, client sandbox.Client, spec sandbox.Spec, argv
 			fmt.Fprintln(eio.stderr, "agentbox: closing sandbox:", cerr)
 		}
 	}()
+	var save func() (string, error)
 	if eio.saveSnapshot {
-		// Deferred after Close's defer, so it runs first: the workspace is
-		// saved while the session still holds it.
-		defer func() {
-			id, err := sess.Snapshot(context.WithoutCancel(ctx))
-			if err != nil {
-				fmt.Fprintln(eio.stderr, "agentbox: saving snapshot:", err)
-				return
-			}
-			fmt.Fprintln(eio.stderr, "agentbox: saved snapshot", id)
-		}()
+		save = func() (string, error) { return sess.Snapshot(context.WithoutCancel(ctx)) }
 	}
-	return runCommand(ctx, sess, argv, eio)
+	return runCommand(ctx, sess, argv, eio, save)
 }
 
 // runCommand runs one command in sess and reports it as exec does; it
-// returns the exit status agentbox should exit with.
-func runCommand(ctx context.Context, sess sandbox.Session, argv []string, eio execIO) (int, error) {
+// returns the exit status agentbox should exit with. save, when set,
+// snapshots the workspace once the command ended (also when it failed),
+// before the report, so that --json carries the snapshot's id.
+func runCommand(ctx context.Context, sess sandbox.Session, argv []string, eio execIO, save func() (string, error)) (int, error) {
+	snapshot := func() string {
+		if save == nil {
+			return ""
+		}
+		id, err := save()
+		save = nil
+		if err != nil {
+			fmt.Fprintln(eio.stderr, "agentbox: saving snapshot:", err)
+			return ""
+		}
+		fmt.Fprintln(eio.stderr, "agentbox: saved snapshot", id)
+		return id
+	}
+	defer snapshot()
 	req := sandbox.ExecRequest{Cmd: argv, Timeout: eio.timeout}
 	if eio.json {
 		if !isTerminal(eio.stdin) {
@@ -238,9 +254,9 @@ func runCommand(ctx context.Context, sess sandbox.Session, argv []string, eio ex
 			return 0, err
 		}
 		out := execJSON{
-			ExitCode: res.ExitCode, Stdout: string(res.Stdout), Stderr: string(res.Stderr),
+			ExitCode: statusOf(res.ExitStatus), Signal: res.Signal, Stdout: string(res.Stdout), Stderr: string(res.Stderr),
 			DurationMS: res.Duration.Milliseconds(), TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
-			OutputTruncated: res.OutputTruncated, Violations: res.Violations,
+			OutputTruncated: res.OutputTruncated, Violations: res.Violations, Snapshot: snapshot(),
 		}
 		if out.Violations == nil {
 			out.Violations = []string{}
@@ -250,7 +266,7 @@ func runCommand(ctx context.Context, sess sandbox.Session, argv []string, eio ex
 		if err := enc.Encode(out); err != nil {
 			return 0, err
 		}
-		return statusOf(res.ExitStatus), nil
+		return out.ExitCode, nil
 	}
 	st, err := streamExec(ctx, sess, req, eio)
 	if err != nil {

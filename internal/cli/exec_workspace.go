@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux"
 	"github.com/agentbox/agentbox/snapshot"
 )
 
@@ -25,6 +26,9 @@ type workspaceFlags struct {
 type preparedWorkspace struct {
 	store   *snapshot.Store
 	cleanup func()
+	// keep lets a temporary workspace outlive this process (a detached
+	// session's, which session rm removes); nil when there is none.
+	keep func()
 	// temp is the temporary workspace prepare made, if any.
 	temp string
 }
@@ -71,19 +75,22 @@ func (w *workspaceFlags) prepare(ctx context.Context, spec *sandbox.Spec, userGi
 		return pw, nil
 	}
 	if spec.Workspace == "" {
-		dir, err := os.MkdirTemp("", "agentbox-ws-")
+		// Made before the session, it goes with this process as the
+		// session does, however this process ends (kill -9 included).
+		sd, err := linux.NewScratchDir("", "agentbox-ws-")
 		if err != nil {
 			return nil, err
 		}
 		// Entered by the sandbox's ids, which the backend maps to its
 		// owner's (this process's).
-		if err := os.Chmod(dir, 0o755); err != nil {
-			os.RemoveAll(dir)
+		if err := os.Chmod(sd.Path, 0o755); err != nil {
+			_ = sd.Remove()
 			return nil, err
 		}
-		spec.Workspace = dir
-		pw.cleanup = func() { os.RemoveAll(dir) }
-		pw.temp = dir
+		spec.Workspace = sd.Path
+		pw.cleanup = func() { _ = sd.Remove() }
+		pw.keep = sd.Keep
+		pw.temp = sd.Path
 	}
 	uid, gid, err := manifest.OwnerOf(spec.Workspace)
 	if err != nil {

@@ -44,11 +44,12 @@ var Catalog = []Entry{
 	{"mcp", "Serve sandboxes to an MCP client (Claude Desktop, an IDE, any agent) on stdio"},
 	{"promote", "Copy checked outputs out of a workspace, with a provenance record"},
 	{"run", "Run an AI agent whose commands and file edits are confined to a sandbox"},
+	{"serve", "Serve sandboxes over HTTP to tenants holding API keys"},
 	{"trace", "Inspect agent run traces (JSONL)"},
 }
 
 // CatalogBackends are the backends that only agentbox-full links.
-var CatalogBackends = []string{"docker"}
+var CatalogBackends = []string{"docker", "remote"}
 
 // ForwardCatalog makes a's program run the Catalog's commands and
 // backends in agentbox-full.

@@ -115,7 +115,7 @@ func listSessions() ([]sessionEntry, error) {
 // without touching it.
 type aliveChecker interface{ Alive(sandbox.State) bool }
 
-// status is "running", "gone", or "unknown" for a backend this program
+// status is "running", "paused", "gone", or "unknown" for a backend this program
 // does not link or that cannot say.
 func (a *App) status(st sandbox.State) string {
 	if _, linked := a.backends[st.Backend]; !linked {
@@ -129,10 +129,15 @@ func (a *App) status(st sandbox.State) string {
 	if !ok {
 		return "unknown"
 	}
-	if ac.Alive(st) {
-		return "running"
+	if !ac.Alive(st) {
+		return "gone"
 	}
-	return "gone"
+	if sess, err := c.Resume(context.Background(), st); err == nil {
+		if paused, _ := sandbox.Paused(context.Background(), sess); paused {
+			return "paused"
+		}
+	}
+	return "running"
 }
 
 // removeSession ends session e (what is left of it, when it is gone) and
@@ -172,10 +177,11 @@ is left of sessions that died.`,
 		Example: `  id=$(agentbox session create --workspace ./project --memory 1G --timeout 60s)
   agentbox exec --session "$id" -- make test
   agentbox exec --session "$id" --tty -- bash
+  agentbox session pause "$id"; agentbox session unpause "$id"
   agentbox session ls
   agentbox session rm "$id"`,
 	}
-	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState())
+	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false))
 	return cmd
 }
 
@@ -201,7 +207,10 @@ func (a *App) sessionCreate() *cobra.Command {
 				return Failf("session create: --timeout %s: must be positive (0 means no limit)", timeout)
 			}
 			spec.Policy.Resources.ExecTimeout = timeout
-			if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
+			if err := sf.checkRemote(cmd.Flags()); err != nil {
+				return err
+			}
+			if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList && sf.backend != "remote" {
 				// The egress proxy runs in the process that makes the
 				// session, and this one exits: a session's commands would
 				// find no way out, which is not the allow-list asked for.
@@ -232,6 +241,9 @@ func (a *App) sessionCreate() *cobra.Command {
 				_ = sess.Close(context.WithoutCancel(ctx))
 				pw.cleanup()
 				return Fail(fmt.Errorf("session create: %w", err))
+			}
+			if pw.keep != nil {
+				pw.keep() // session rm removes it
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), e.State)

@@ -147,6 +147,9 @@ func (s *session) checkAlive(ctx context.Context) error {
 	if err != nil {
 		return s.c.unavailable("docker: inspect container "+shortID(s.containerID), err)
 	}
+	if st := insp.Container.State; st != nil && st.Paused {
+		return s.pausedError()
+	}
 	if st := insp.Container.State; st != nil && !st.Running {
 		why := fmt.Sprintf("container %s is %s (exit code %d)", shortID(s.containerID), st.Status, st.ExitCode)
 		if st.OOMKilled {

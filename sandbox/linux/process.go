@@ -48,6 +48,9 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 	if err := s.live("exec"); err != nil {
 		return nil, err
 	}
+	if err := s.refuseIfPaused("exec"); err != nil {
+		return nil, err
+	}
 	dir, err := s.cwd(req.Workdir)
 	if err != nil {
 		return nil, err
@@ -115,6 +118,9 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (_ sandbox
 		kind := error(nil)
 		if r.NotFound {
 			kind = sandbox.ErrNotFound
+		}
+		if n := s.policy().Resources.Pids; r.Again && n > 0 {
+			return nil, sandbox.Wrap(op, nil, fmt.Errorf("start %s: the session's limit of %d processes and threads is reached, so the kernel refused one more (the sandbox's own spawning thread counts as one): the limit is too low for this command, raise --pids (policy pids)", req.Cmd[0], n))
 		}
 		return nil, sandbox.Wrap(op, kind, errors.New(r.Error))
 	}

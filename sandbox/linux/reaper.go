@@ -51,13 +51,30 @@ func init() {
 // to delete it.
 type registration struct {
 	Own      bool    `json:"own"`
-	ID       string  `json:"id"`
-	StateDir string  `json:"state_dir"`
+	ID       string  `json:"id,omitempty"`
+	StateDir string  `json:"state_dir,omitempty"`
 	IDs      IDRange `json:"ids"`
+	// Dir, instead of a session, is a scratch directory (scratch.go).
+	Dir string `json:"dir,omitempty"`
 }
 
-// key names the session a registration is about.
-func (r registration) key() string { return r.StateDir + "\x00" + r.ID }
+// key names the session or directory a registration is about.
+func (r registration) key() string {
+	if r.Dir != "" {
+		return "dir\x00" + r.Dir
+	}
+	return r.StateDir + "\x00" + r.ID
+}
+
+// valid says whether the reaper may act on r: a session id that is a
+// path component in an absolute state directory, or a clean absolute
+// directory.
+func (r registration) valid() bool {
+	if r.Dir != "" {
+		return filepath.IsAbs(r.Dir) && filepath.Clean(r.Dir) == r.Dir && r.Dir != "/"
+	}
+	return validID(r.ID) && filepath.IsAbs(r.StateDir)
+}
 
 // life is this process's lifeline.
 var life struct {
@@ -69,10 +86,24 @@ var life struct {
 // own registers session id before anything of it exists. A reaper that
 // died (killed by hand) is replaced, and told every session again.
 func (c *Client) own(id string) error {
-	r := registration{Own: true, ID: id, StateDir: c.opts.StateDir, IDs: c.slots.block}
+	if err := register(registration{Own: true, ID: id, StateDir: c.opts.StateDir, IDs: c.slots.block}); err != nil {
+		return sandbox.Wrap("linux: create", sandbox.ErrUnavailable, fmt.Errorf("start the reaper that ends this process's sessions with it: %w", err))
+	}
+	return nil
+}
+
+// disown tells the reaper session id is gone (closed or deleted by this
+// process), so it has nothing to do for it.
+func (c *Client) disown(id string) {
+	withdraw(registration{ID: id, StateDir: c.opts.StateDir})
+}
+
+// register puts r on the lifeline, starting the reaper on first use or
+// again when it died, in which case it is told every registration again.
+func register(r registration) error {
 	line, err := json.Marshal(r)
 	if err != nil {
-		return sandbox.Wrap("linux: create", nil, err)
+		return err
 	}
 	life.mu.Lock()
 	defer life.mu.Unlock()
@@ -100,15 +131,14 @@ func (c *Client) own(id string) error {
 	}
 	if err != nil {
 		delete(life.owned, r.key())
-		return sandbox.Wrap("linux: create", sandbox.ErrUnavailable, fmt.Errorf("start the reaper that ends this process's sessions with it: %w", err))
+		return err
 	}
 	return nil
 }
 
-// disown tells the reaper session id is gone (closed or deleted by this
-// process), so it has nothing to do for it.
-func (c *Client) disown(id string) {
-	r := registration{ID: id, StateDir: c.opts.StateDir}
+// withdraw takes r (its key) off the lifeline.
+func withdraw(r registration) {
+	r.Own = false
 	life.mu.Lock()
 	defer life.mu.Unlock()
 	if _, ok := life.owned[r.key()]; !ok {
@@ -152,7 +182,7 @@ func reap(in io.Reader) int {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var r registration
-		if json.Unmarshal(sc.Bytes(), &r) != nil || !validID(r.ID) || !filepath.IsAbs(r.StateDir) {
+		if json.Unmarshal(sc.Bytes(), &r) != nil || !r.valid() {
 			continue
 		}
 		if r.Own {
@@ -163,7 +193,12 @@ func reap(in io.Reader) int {
 	}
 	code := 0
 	clients := map[string]*Client{}
+	var dirs []string
 	for _, r := range owned {
+		if r.Dir != "" {
+			dirs = append(dirs, r.Dir) // after the sessions, which may use them
+			continue
+		}
 		fail := func(err error) {
 			code = 1
 			f, ferr := os.OpenFile(filepath.Join(r.StateDir, "reaper.log"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -188,6 +223,11 @@ func reap(in io.Reader) int {
 		cancel()
 		if err != nil {
 			fail(err)
+		}
+	}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			code = 1
 		}
 	}
 	return code

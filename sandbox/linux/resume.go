@@ -22,14 +22,21 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 	if err != nil {
 		return nil, err
 	}
-	info, err := probe(h.Socket)
-	if err == nil && info.ID == st.ID {
+	g := c.cg.Open(st.ID)
+	// A paused session's init is frozen and cannot answer a probe; its
+	// group says it is paused, and a live init says it is there.
+	paused, _ := g.Frozen()
+	info, err := &control.Info{}, error(nil)
+	if !paused {
+		info, err = probe(h.Socket)
+	}
+	if (paused && initAlive(h.InitPID, st.ID)) || (err == nil && info.ID == st.ID) {
 		if h.Landlock == "" {
 			// A state read back from state.json, written before the init
 			// had confined its thread.
 			h.Landlock = info.Landlock
 		}
-		s := newSession(c, st, h, c.cg.Open(st.ID))
+		s := newSession(c, st, h, g)
 		if st.Spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
 			if err := s.startEgress(st.Spec.Policy.Network); err != nil {
 				return nil, sandbox.Wrap(op, nil, err)
@@ -214,6 +221,9 @@ func (c *Client) Alive(st sandbox.State) bool {
 	h, err := c.stateOf(st)
 	if err != nil {
 		return false
+	}
+	if frozen, _ := c.cg.Open(st.ID).Frozen(); frozen {
+		return initAlive(h.InitPID, st.ID) // paused: the init cannot answer
 	}
 	info, err := probe(h.Socket)
 	return err == nil && info.ID == st.ID

@@ -44,6 +44,10 @@ const (
 	CapPTY Capability = "pty"
 	// CapResume: Resume from State in the same process.
 	CapResume Capability = "resume"
+	// CapPause: Pause and Unpause (sandbox.Pauser). A backend that does
+	// not claim it must refuse them with sandbox.ErrUnsupported, which
+	// the pause tests then check instead of skipping.
+	CapPause Capability = "pause"
 )
 
 // Option adjusts the suite for a backend.
@@ -78,6 +82,10 @@ func SkipPTY(reason ...string) Option { return Skip(CapPTY, why(reason, "no pseu
 
 // SkipResume skips the Resume tests; the optional reason is logged.
 func SkipResume(reason ...string) Option { return Skip(CapResume, why(reason, "no resume support")) }
+
+// NoPause says the backend cannot pause on this host: the pause tests
+// check that Pause is refused with sandbox.ErrUnsupported.
+func NoPause(reason string) Option { return Skip(CapPause, reason) }
 
 func why(reason []string, def string) string {
 	if len(reason) == 0 || reason[0] == "" {
@@ -129,6 +137,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, fileTests()...)
 	all = append(all, ptyTests()...)
 	all = append(all, lifecycleTests()...)
+	all = append(all, pauseTests()...)
 	all = append(all, policyTests()...)
 	all = append(all, partTests()...)
 	all = append(all, ownershipTests()...)

@@ -51,6 +51,9 @@ type Reply struct {
 	// does not exist in the sandbox.
 	Error    string `json:"error,omitempty"`
 	NotFound bool   `json:"not_found,omitempty"`
+	// Again marks a command the kernel would not start for want of a
+	// process (EAGAIN from fork): the session's pids limit is reached.
+	Again bool `json:"again,omitempty"`
 	// Pid is the started command's pid (in the session's pid namespace).
 	Pid int `json:"pid,omitempty"`
 	// Exited carries the exit status once the command has ended.

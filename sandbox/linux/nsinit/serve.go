@@ -168,7 +168,7 @@ func (st *initState) exec(c *net.UnixConn, req control.Request, files []*os.File
 			_ = unix.Close(pidfd)
 		}
 		notFound := errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES)
-		_ = control.Send(c, control.Reply{Error: fmt.Sprintf("start %s in %s: %v", path, req.Dir, err), NotFound: notFound && !strings.Contains(err.Error(), "chdir")})
+		_ = control.Send(c, control.Reply{Error: fmt.Sprintf("start %s in %s: %v", path, req.Dir, err), NotFound: notFound && !strings.Contains(err.Error(), "chdir"), Again: errors.Is(err, unix.EAGAIN)})
 		return
 	}
 	if err := control.Send(c, control.Reply{Pid: pid}); err != nil {

@@ -1,0 +1,192 @@
+package server
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/server/api"
+)
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	var req api.CreateSession
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	l, err := s.create(r.Context(), t, req)
+	if err != nil {
+		return err
+	}
+	auditSession(w, l.rec.State.ID)
+	writeJSON(w, http.StatusCreated, l.view())
+	return nil
+}
+
+func (s *Server) handleList(w http.ResponseWriter, _ *http.Request, t *tenant) error {
+	out := api.SessionList{Sessions: []api.Session{}}
+	for _, l := range t.list() {
+		out.Sessions = append(out.Sessions, l.view())
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	l, err := t.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, l.view())
+	return nil
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	l, err := t.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := s.deleteSession(r.Context(), t, l); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	l, err := t.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := s.stop(r.Context(), l); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, l.view())
+	return nil
+}
+
+func (s *Server) handleRebuild(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	l, err := t.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	nl, err := s.rebuild(r.Context(), t, l)
+	if err != nil {
+		return err
+	}
+	auditSession(w, nl.rec.State.ID)
+	writeJSON(w, http.StatusCreated, nl.view())
+	return nil
+}
+
+// handleExec runs a command to completion. The command is killed when
+// the client goes away (the request's context ends).
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	var req api.Exec
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	_, sess, err := s.use(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	er := req.Request()
+	if req.Stdin != nil {
+		er.Stdin = bytes.NewReader(*req.Stdin)
+	}
+	res, err := sandbox.Exec(r.Context(), sess, er)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.ExecResult{ExitStatus: res.ExitStatus, Stdout: res.Stdout, Stderr: res.Stderr,
+		Duration: api.Duration(res.Duration), OutputTruncated: res.OutputTruncated})
+	return nil
+}
+
+func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	_, sess, err := s.use(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	data, err := sess.ReadFile(r.Context(), r.URL.Query().Get("path"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	_, _ = w.Write(data)
+	return nil
+}
+
+// handleWriteFile writes the body to ?path= with ?mode= (octal, default
+// 0644).
+func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	q := r.URL.Query()
+	mode := uint64(0o644)
+	if m := q.Get("mode"); m != "" {
+		var err error
+		if mode, err = strconv.ParseUint(m, 8, 32); err != nil || mode > 0o777 {
+			return sandbox.Errorf(sandbox.ErrInvalid, "mode %q: an octal permission like 0644 (no set-id or sticky bits)", m)
+		}
+	}
+	data, err := readAll(r)
+	if err != nil {
+		return err
+	}
+	_, sess, err := s.use(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := sess.WriteFile(r.Context(), q.Get("path"), data, fsMode(mode)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	_, sess, err := s.use(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	files, err := sess.ListDir(r.Context(), r.URL.Query().Get("path"))
+	if err != nil {
+		return err
+	}
+	if files == nil {
+		files = []sandbox.FileInfo{}
+	}
+	writeJSON(w, http.StatusOK, api.FileList{Files: files})
+	return nil
+}
+
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	l, sess, err := s.use(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	ref, err := s.snapshot(r.Context(), t, l, sess)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.Snapshot{ID: ref})
+	return nil
+}
+
+func (s *Server) handleSnapshots(w http.ResponseWriter, _ *http.Request, t *tenant) error {
+	recs, err := s.reg.Snapshots(t.name)
+	if err != nil {
+		return err
+	}
+	out := api.SnapshotList{Snapshots: []api.SnapshotInfo{}}
+	for _, rec := range recs {
+		out.Snapshots = append(out.Snapshots, api.SnapshotInfo{ID: rec.ID, Session: rec.Session, CreatedAt: rec.CreatedAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleBackend(w http.ResponseWriter, _ *http.Request, t *tenant) error {
+	writeJSON(w, http.StatusOK, api.Backend{Name: t.client.Name(), Enforces: t.client.Enforces()})
+	return nil
+}

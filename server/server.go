@@ -1,0 +1,195 @@
+// Package server is agentbox serve: an HTTP API over a sandbox backend,
+// shared by tenants who never see each other's sessions, files or
+// snapshots. Requests carry a tenant's API key; sessions, their processes
+// and snapshots are found only under the asking tenant, so another
+// tenant's id answers 404 exactly as an unknown one. The registry of keys,
+// sessions and snapshots lives in a bbolt file under the data directory,
+// and the sessions the server makes are detached: they outlive the server,
+// which finds them again when it restarts.
+//
+// The handler layer is an http.Handler (Server.Handler) that a program
+// mounts where it likes; package server/api holds the wire types.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/snapshot"
+)
+
+// NewBackend makes the backend client of one tenant, whose snapshots go to
+// store (each tenant has its own store, so a snapshot id of one is
+// meaningless to another).
+type NewBackend func(tenant string, store sandbox.SnapshotStore) (sandbox.Client, error)
+
+// Options configure a Server.
+type Options struct {
+	// Data is the data directory: the registry and each tenant's
+	// snapshot store.
+	Data string
+	// Backend makes each tenant's backend client.
+	Backend NewBackend
+	// Config holds the tenants' limits.
+	Config Config
+	// Logger receives the audit log and diagnostics; default slog.Default.
+	Logger *slog.Logger
+	// Now is the clock (tests move it); default time.Now.
+	Now func() time.Time
+}
+
+// Server is the sandbox service. Its methods are safe for concurrent use.
+type Server struct {
+	opts Options
+	reg  *Registry
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	tenants map[string]*tenant
+	closed  bool
+
+	// streams counts the clients attached to streamed processes.
+	streams sync.WaitGroup
+}
+
+// tenant is one tenant's backend, snapshot store and live sessions.
+type tenant struct {
+	name   string
+	limits Limits
+	client sandbox.Client
+	store  *snapshot.Store
+
+	mu       sync.Mutex
+	sessions map[string]*live
+	pending  usage
+}
+
+// New opens the registry in opts.Data and finds again every session it
+// lists: a live one is resumed, one whose sandbox died is kept as gone
+// (its workspace or snapshot left for a rebuild).
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Data == "" {
+		return nil, errors.New("server: no data directory")
+	}
+	if opts.Backend == nil {
+		return nil, errors.New("server: no backend")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := opts.Config.validate(); err != nil {
+		return nil, err
+	}
+	reg, err := OpenRegistry(opts.Data)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, reg: reg, log: opts.Logger, tenants: map[string]*tenant{}}
+	if err := s.recover(ctx); err != nil {
+		reg.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Registry is the server's registry (for the token commands of a running
+// server's admin socket).
+func (s *Server) Registry() *Registry { return s.reg }
+
+// recover resumes the sessions the registry lists.
+func (s *Server) recover(ctx context.Context) error {
+	recs, err := s.reg.Sessions()
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		t, err := s.tenant(rec.Tenant)
+		if err != nil {
+			return err
+		}
+		l := &live{rec: rec}
+		l.touch(s.opts.Now())
+		if !rec.Gone {
+			sess, err := t.client.Resume(ctx, rec.State)
+			switch {
+			case err == nil:
+				l.sess = sess
+			case errors.Is(err, sandbox.ErrGone):
+				s.log.Warn("session gone while the server was away; kept for a rebuild", "tenant", rec.Tenant, "session", rec.State.ID, "err", err)
+				l.rec.Gone = true
+				if err := s.reg.PutSession(l.rec); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("server: resume session %s of tenant %s: %w", rec.State.ID, rec.Tenant, err)
+			}
+		}
+		t.sessions[rec.State.ID] = l
+	}
+	s.log.Info("registry loaded", "sessions", len(recs))
+	return nil
+}
+
+// tenant returns the tenant named name, opening its backend and snapshot
+// store on first use.
+func (s *Server) tenant(name string) (*tenant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tenants[name]; ok {
+		return t, nil
+	}
+	if err := validTenant(name); err != nil {
+		return nil, err
+	}
+	store, err := snapshot.Open(filepath.Join(s.opts.Data, "tenants", name, "snapshots"), snapshot.Options{Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("server: tenant %s: %w", name, err)
+	}
+	c, err := s.opts.Backend(name, store)
+	if err != nil {
+		return nil, fmt.Errorf("server: tenant %s: backend: %w", name, err)
+	}
+	t := &tenant{name: name, limits: s.opts.Config.limits(name), client: c, store: store, sessions: map[string]*live{}}
+	s.tenants[name] = t
+	return t, nil
+}
+
+// Close stops the server's own work; with closeSessions it also closes
+// every live session (agentbox serve --close-on-exit), else they keep
+// running for the next server. It closes the registry.
+func (s *Server) Close(ctx context.Context, closeSessions bool) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	tenants := make([]*tenant, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		tenants = append(tenants, t)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, t := range tenants {
+		for _, l := range t.list() {
+			if closeSessions {
+				if err := s.deleteSession(ctx, t, l); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			l.detachAll()
+		}
+	}
+	errs = append(errs, s.reg.Close())
+	return errors.Join(errs...)
+}
