@@ -256,7 +256,7 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles,
 		}
 	}
 	if spec.Snapshot != "" {
-		if err := c.restore(ctx, spec.Snapshot, ws); err != nil {
+		if err := c.restore(ctx, spec.Snapshot, ws, workspaceBound(spec, h.WorkspaceTmpfs)); err != nil {
 			return err
 		}
 		st.Snapshot = spec.Snapshot
@@ -348,15 +348,29 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 	return nil
 }
 
-// restore seeds dir from a snapshot.
-func (c *Client) restore(ctx context.Context, ref, dir string) error {
+// restore seeds dir from a snapshot of at most maxBytes (0: any).
+func (c *Client) restore(ctx context.Context, ref, dir string, maxBytes int64) error {
 	if c.opts.Snapshots == nil {
 		return sandbox.Errorf(sandbox.ErrInvalid, "linux: spec names snapshot %s but the client has no snapshot store", ref)
 	}
-	if err := c.opts.Snapshots.Restore(ctx, ref, dir); err != nil {
+	if err := c.opts.Snapshots.Restore(ctx, ref, dir, maxBytes); err != nil {
 		return sandbox.Wrap("linux: restore snapshot "+ref, nil, err)
 	}
 	return nil
+}
+
+// workspaceBound is what a session's workspace may hold, which bounds
+// the snapshots it is saved as or seeded from: its disk limit, or the
+// size of the tmpfs it was given by default; 0 for a directory of the
+// user's, which has no quota.
+func workspaceBound(spec sandbox.Spec, tmpfs bool) int64 {
+	switch {
+	case spec.Policy.Resources.DiskBytes > 0:
+		return spec.Policy.Resources.DiskBytes
+	case tmpfs:
+		return defaultWorkspaceBytes
+	}
+	return 0
 }
 
 func workdirOf(spec sandbox.Spec) string {
