@@ -1,10 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/agent/model"
 	"github.com/agentbox/agentbox/internal/bytesize"
+	"github.com/agentbox/agentbox/internal/didyoumean"
 	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -41,6 +40,9 @@ type File struct {
 	Approvals []ApprovalRule
 	// Artifacts, when Rules is set, says what to promote after the run.
 	Artifacts ArtifactsConfig
+	// Redact are regular expressions whose matches the run's trace hides,
+	// beyond trace.DefaultPatterns (checked to compile).
+	Redact []string
 }
 
 // ModelConfig names a model provider and its options.
@@ -80,6 +82,7 @@ type fileYAML struct {
 	Policy           policyYAML      `yaml:"policy"`
 	Approvals        []approvalYAML  `yaml:"approvals"`
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
+	Redact           []string        `yaml:"redact"`
 }
 
 type settingsYAML struct {
@@ -130,18 +133,35 @@ func LoadFile(path string) (*File, error) {
 }
 
 // ParseFile decodes an agent file's YAML; dir is where relative paths in
-// it resolve.
+// it resolve. It reports every problem it finds at once, one per line,
+// each with its line and key: an unknown key names the nearest known one.
 func ParseFile(data []byte, dir string) (*File, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var y fileYAML
-	if err := dec.Decode(&y); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file is empty")
-		}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file is empty")
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: the file must be a mapping of keys (name, instructions, model, ...)", root.Line)
+	}
+	ps := &problems{}
+	unknownKeys(root, reflect.TypeOf(fileYAML{}), "", ps)
+	var y fileYAML
+	if err := root.Decode(&y); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		// Each is already "line N: cannot unmarshal ...".
+		for _, e := range te.Errors {
+			ps.list = append(ps.list, "agent file: "+e)
+		}
+	}
+	line := func(keys ...string) int { return keyLine(root, keys...) }
+	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts, Redact: y.Redact}
 	a := &SandboxAgent{
 		Name:             y.Name,
 		Instructions:     y.Instructions,
@@ -159,29 +179,29 @@ func ParseFile(data []byte, dir string) (*File, error) {
 	}
 	f.Agent = a
 	if a.Name == "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: name is required")
+		ps.add(0, "name is required")
 	}
 	if a.MaxTurns < 0 {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: max_turns is negative")
+		ps.add(line("max_turns"), "max_turns is negative")
 	}
 	switch y.Settings.ToolChoice {
 	case "", "auto", "required", "none":
 	default:
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: settings.tool_choice %q is not auto, required or none", y.Settings.ToolChoice)
+		ps.add(line("settings", "tool_choice"), "settings.tool_choice %q is not auto, required or none", y.Settings.ToolChoice)
 	}
 	if f.Model.Provider != "" && !contains(Providers, f.Model.Provider) {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: model.provider %q is not one of %s", lineOf(data, "provider:"), f.Model.Provider, strings.Join(Providers, ", "))
+		ps.add(line("model", "provider"), "model.provider %q is not one of %s%s", f.Model.Provider, strings.Join(Providers, ", "), suggest(f.Model.Provider, Providers))
 	}
 	f.Model.Plan = resolve(dir, f.Model.Plan)
 	f.Artifacts.Rules = resolve(dir, f.Artifacts.Rules)
 	f.Artifacts.To = resolve(dir, f.Artifacts.To)
 	if f.Artifacts.To != "" && f.Artifacts.Rules == "" {
-		return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: artifacts.to needs artifacts.rules")
+		ps.add(line("artifacts", "to"), "artifacts.to needs artifacts.rules")
 	}
 
 	m, err := loadManifest(&y.Manifest, dir)
 	if err != nil {
-		return nil, err
+		ps.list = append(ps.list, err.Error())
 	}
 	a.Manifest = m
 	f.ManifestBase = dir
@@ -189,28 +209,33 @@ func ParseFile(data []byte, dir string) (*File, error) {
 		f.ManifestBase = filepath.Dir(resolve(dir, y.Manifest.Value))
 	}
 
-	caps, err := parseCapabilities(y.Capabilities, dir)
-	if err != nil {
-		return nil, err
-	}
-	a.Capabilities = caps
-
-	if f.Policy, err = y.Policy.policy(); err != nil {
-		return nil, err
+	a.Capabilities = parseCapabilities(y.Capabilities, dir, ps)
+	f.Policy = y.Policy.policy(func(keys ...string) int { return line(append([]string{"policy"}, keys...)...) }, ps)
+	for i, p := range y.Redact {
+		if _, err := regexp.Compile(p); err != nil {
+			ps.add(line("redact"), "redact[%d]: %v", i, err)
+		}
 	}
 	for i, r := range y.Approvals {
+		at := 0
+		if n := childNode(root, "approvals"); n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
+			at = n.Content[i].Line
+		}
 		rule := ApprovalRule{Tool: r.Tool}
 		if r.Match != "" {
 			re, err := regexp.Compile(r.Match)
 			if err != nil {
-				return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: approvals[%d].match: %v", i, err)
+				ps.add(at, "approvals[%d].match: %v", i, err)
 			}
 			rule.Match = re
 		}
 		if r.Tool == "" && r.Match == "" {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: approvals[%d] needs a tool or a match (use tool: \"*\" to approve every call)", i)
+			ps.add(at, "approvals[%d] needs a tool or a match (use tool: \"*\" to approve every call)", i)
 		}
 		f.Approvals = append(f.Approvals, rule)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -245,10 +270,10 @@ func loadManifest(n *yaml.Node, dir string) (*manifest.Manifest, error) {
 }
 
 // parseCapabilities reads the capabilities list: each item a name, or a
-// one-key mapping from name to options.
-func parseCapabilities(nodes []yaml.Node, dir string) ([]Capability, error) {
+// one-key mapping from name to options. Problems go to ps.
+func parseCapabilities(nodes []yaml.Node, dir string, ps *problems) []Capability {
 	if nodes == nil {
-		return nil, nil
+		return nil
 	}
 	caps := []Capability{}
 	seen := map[string]bool{}
@@ -259,23 +284,27 @@ func parseCapabilities(nodes []yaml.Node, dir string) ([]Capability, error) {
 			name = n.Value
 		case yaml.MappingNode:
 			if len(n.Content) != 2 {
-				return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: a capability is a name or a single \"name: {options}\"", n.Line)
+				ps.add(n.Line, "a capability is a name or a single \"name: {options}\"")
+				continue
 			}
 			name, opts = n.Content[0].Value, n.Content[1]
 		default:
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: a capability is a name or a single \"name: {options}\"", n.Line)
+			ps.add(n.Line, "a capability is a name or a single \"name: {options}\"")
+			continue
 		}
 		if seen[name] {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: capability %q is listed twice", n.Line, name)
+			ps.add(n.Line, "capability %q is listed twice", name)
+			continue
 		}
 		seen[name] = true
 		c, err := newCapability(name, opts, dir)
 		if err != nil {
-			return nil, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: capability %s: %v", n.Line, name, err)
+			ps.add(n.Line, "capability %s: %v", name, err)
+			continue
 		}
 		caps = append(caps, c)
 	}
-	return caps, nil
+	return caps
 }
 
 // decodeOpts decodes a capability's options strictly: a key that is not
@@ -297,7 +326,7 @@ func decodeOpts(opts *yaml.Node, v any) error {
 	}
 	for i := 0; i+1 < len(opts.Content); i += 2 {
 		if k := opts.Content[i]; !known[k.Value] {
-			return fmt.Errorf("line %d: unknown option %q (known: %s)", k.Line, k.Value, strings.Join(names, ", "))
+			return fmt.Errorf("line %d: unknown option %q%s (known: %s)", k.Line, k.Value, suggest(k.Value, names), strings.Join(names, ", "))
 		}
 	}
 	if err := opts.Decode(v); err != nil {
@@ -377,10 +406,13 @@ func newCapability(name string, opts *yaml.Node, dir string) (Capability, error)
 		}
 		return c, nil
 	}
-	return nil, fmt.Errorf("unknown capability (known: shell, filesystem, skills, compaction)")
+	known := []string{"shell", "filesystem", "skills", "compaction"}
+	return nil, fmt.Errorf("unknown capability%s (known: %s)", suggest(name, known), strings.Join(known, ", "))
 }
 
-func (p policyYAML) policy() (sandbox.Policy, error) {
+// policy is the sandbox policy p describes; line finds a policy key's
+// line, and problems go to ps.
+func (p policyYAML) policy(line func(keys ...string) int, ps *problems) sandbox.Policy {
 	var pol sandbox.Policy
 	switch p.Network.Kind {
 	case 0:
@@ -391,16 +423,16 @@ func (p policyYAML) policy() (sandbox.Policy, error) {
 		case "host":
 			pol.Network.Mode = sandbox.NetworkHost
 		default:
-			return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: policy.network is none, host, or a list of allowed hosts", p.Network.Line)
+			ps.add(p.Network.Line, "policy.network is none, host, or a list of allowed hosts")
 		}
 	case yaml.SequenceNode:
 		var hosts []string
 		if err := p.Network.Decode(&hosts); err != nil {
-			return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: policy.network: %v", p.Network.Line, err)
+			ps.add(p.Network.Line, "policy.network: %v", err)
 		}
 		pol.Network = sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: hosts}
 	default:
-		return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: line %d: policy.network is none, host, or a list of allowed hosts", p.Network.Line)
+		ps.add(p.Network.Line, "policy.network is none, host, or a list of allowed hosts")
 	}
 	r := &pol.Resources
 	for _, s := range []struct {
@@ -413,23 +445,24 @@ func (p policyYAML) policy() (sandbox.Policy, error) {
 		}
 		n, err := bytesize.Parse(s.val)
 		if err != nil {
-			return pol, sandbox.Errorf(sandbox.ErrInvalid, "agent file: policy.%s: %v", s.key, err)
+			ps.add(line(s.key), "policy.%s: %v", s.key, err)
+			continue
 		}
 		*s.dst = n
 	}
 	r.Pids, r.CPUs = p.Pids, p.CPUs
 	var err error
 	if r.ExecTimeout, err = parseDuration("policy.timeout", p.Timeout); err != nil {
-		return pol, err
+		ps.add(line("timeout"), "%v", err)
 	}
 	if r.SessionTimeout, err = parseDuration("policy.session_timeout", p.SessionTimeout); err != nil {
-		return pol, err
+		ps.add(line("session_timeout"), "%v", err)
 	}
 	pol.Filesystem.ReadOnly, pol.Filesystem.Deny = p.ReadOnly, p.Deny
 	if err := pol.Validate(); err != nil {
-		return pol, fmt.Errorf("agent file: %w", err)
+		ps.add(line(), "%v", err)
 	}
-	return pol, nil
+	return pol
 }
 
 func parseDuration(key, s string) (time.Duration, error) {
@@ -459,11 +492,113 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// lineOf is the 1-based line of the first occurrence of needle, or 0.
-func lineOf(data []byte, needle string) int {
-	i := bytes.Index(data, []byte(needle))
-	if i < 0 {
-		return 0
+// problems collects what is wrong with an agent file, so that a user
+// fixes them all at once, as a manifest's ValidationError allows.
+type problems struct{ list []string }
+
+// add records one problem at line (0 when it has none).
+func (ps *problems) add(line int, format string, args ...any) {
+	at := ""
+	if line > 0 {
+		at = fmt.Sprintf("line %d: ", line)
 	}
-	return bytes.Count(data[:i], []byte("\n")) + 1
+	ps.list = append(ps.list, "agent file: "+at+fmt.Sprintf(format, args...))
+}
+
+func (ps *problems) err() error {
+	if len(ps.list) == 0 {
+		return nil
+	}
+	return sandbox.Errorf(sandbox.ErrInvalid, "%s", strings.Join(ps.list, "\n"))
+}
+
+// unknownKeys adds a problem for every key of the mapping n, and of the
+// mappings under it, that the struct type t has no yaml tag for: it names
+// the key's full path (policy.timout), its line and the nearest known key.
+// Keys decoded into a yaml.Node are checked where they are read.
+func unknownKeys(n *yaml.Node, t reflect.Type, path string, ps *problems) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeOf(yaml.Node{}):
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := range t.NumField() {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if tag != "" && tag != "-" {
+				fields[tag] = t.Field(i).Type
+				names = append(names, tag)
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			key := k.Value
+			if path != "" {
+				key = path + "." + k.Value
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				if near := didyoumean.Nearest(k.Value, names); near != "" {
+					ps.add(k.Line, "unknown key %s; did you mean %s?", key, near)
+				} else {
+					ps.add(k.Line, "unknown key %s (known here: %s)", key, strings.Join(names, ", "))
+				}
+				continue
+			}
+			unknownKeys(v, ft, key, ps)
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for i, c := range n.Content {
+			unknownKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), ps)
+		}
+	}
+}
+
+// childNode is the value of key in the mapping n, or nil.
+func childNode(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// keyLine is the line of the key at the path keys under the mapping n
+// (of n itself for no keys), or of the deepest one found; 0 if none.
+func keyLine(n *yaml.Node, keys ...string) int {
+	line := 0
+	if len(keys) == 0 {
+		return n.Line
+	}
+	for _, k := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return line
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				line, next = n.Content[i].Line, n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+	}
+	return line
+}
+
+// suggest is "; did you mean X?" for the name in names nearest to s, or "".
+func suggest(s string, names []string) string {
+	if near := didyoumean.Nearest(s, names); near != "" && near != s {
+		return fmt.Sprintf("; did you mean %q?", near)
+	}
+	return ""
 }

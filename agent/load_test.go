@@ -41,6 +41,7 @@ approvals:
 artifacts:
   rules: rules.yaml
   to: out
+redact: ['ACME-[0-9]{8}']
 `
 
 func TestLoadFileReadsEveryKey(t *testing.T) {
@@ -89,22 +90,30 @@ func TestLoadFileReadsEveryKey(t *testing.T) {
 	if f.Artifacts.Rules != filepath.Join(dir, "rules.yaml") || f.Artifacts.To != filepath.Join(dir, "out") {
 		t.Errorf("artifacts %+v", f.Artifacts)
 	}
+	if len(f.Redact) != 1 || f.Redact[0] != "ACME-[0-9]{8}" {
+		t.Errorf("redact %q", f.Redact)
+	}
 }
 
 func TestLoadFileRejectsBadFiles(t *testing.T) {
 	tests := []struct {
 		name, yaml, wantErr string
 	}{
-		{"an unknown key", "name: a\nmodle: {}\n", `field modle not found`},
+		{"an unknown key, with the nearest known one", "name: a\nmodle: {}\n", `agent file: line 2: unknown key modle; did you mean model?`},
+		{"an unknown nested key, by its path", "name: a\npolicy:\n  timout: 1s\n", `agent file: line 3: unknown key policy.timout; did you mean timeout?`},
+		{"an unknown key with nothing near, listing the known ones", "name: a\nmodel: {flavour: x}\n", `unknown key model.flavour (known here: provider, name, base_url, plan)`},
 		{"a missing name", "instructions: hi\n", "name is required"},
 		{"an unknown capability", "name: a\ncapabilities: [browser]\n", "capability browser: unknown capability"},
-		{"an unknown capability option", "name: a\ncapabilities:\n  - shell: {timeot: 3s}\n", `capability shell: line 3: unknown option "timeot" (known: timeout, max_timeout, max_processes)`},
+		{"an unknown capability option", "name: a\ncapabilities:\n  - shell: {timeot: 3s}\n", `capability shell: line 3: unknown option "timeot"; did you mean "timeout"? (known: timeout, max_timeout, max_processes)`},
 		{"a capability listed twice", "name: a\ncapabilities: [shell, shell]\n", "listed twice"},
 		{"an unknown provider", "name: a\nmodel: {provider: claude}\n", `model.provider "claude" is not one of`},
+		{"a misspelt provider", "name: a\nmodel:\n  provider: openai-chta\n", `line 3: model.provider "openai-chta" is not one of openai-responses, openai-chat, scripted; did you mean "openai-chat"?`},
+		{"a misspelt capability", "name: a\ncapabilities: [shel]\n", `capability shel: unknown capability; did you mean "shell"?`},
 		{"a bad duration", "name: a\npolicy: {timeout: soon}\n", `policy.timeout: "soon" is not a duration`},
 		{"a bad size", "name: a\npolicy: {memory: lots}\n", "policy.memory"},
 		{"a bad network", "name: a\npolicy: {network: everywhere}\n", "policy.network is none, host, or a list"},
 		{"a bad approval regexp", "name: a\napprovals: [{tool: exec_command, match: '('}]\n", "approvals[0].match"},
+		{"a bad redaction pattern", "name: a\nredact: ['[']\n", "redact[0]"},
 		{"an empty file", "", "agent file is empty"},
 		{"artifacts without rules", "name: a\nartifacts: {to: out}\n", "artifacts.to needs artifacts.rules"},
 		{"an inline manifest with an unknown key", "name: a\nmanifest: {entriez: {}}\n", "inline manifest at line 2"},
@@ -116,5 +125,41 @@ func TestLoadFileRejectsBadFiles(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestLoadFileReportsEveryProblemAtOnce(t *testing.T) {
+	const file = `instrucions: hi
+model: {provider: scripted}
+capabilities: [shel]
+policy:
+  timeout: soon
+  memory: lots
+approvals: [{}]
+`
+	_, err := ParseFile([]byte(file), t.TempDir())
+	if err == nil {
+		t.Fatal("a file with six problems loaded")
+	}
+	want := []string{
+		"agent file: line 1: unknown key instrucions; did you mean instructions?",
+		"agent file: name is required",
+		`agent file: line 3: capability shel: unknown capability; did you mean "shell"?`,
+		"agent file: line 6: policy.memory: ",
+		`agent file: line 5: policy.timeout: "soon" is not a duration`,
+		`agent file: line 7: approvals[0] needs a tool or a match`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, w)
+		}
+		if !found {
+			t.Errorf("no line starts with %q in:\n%v", w, err)
+		}
+	}
+	if len(lines) != len(want) {
+		t.Errorf("%d lines, want one per problem (%d):\n%v", len(lines), len(want), err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/internal/didyoumean"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -106,7 +107,7 @@ func (a *App) OpenBackend(name string, opts BackendOptions) (sandbox.Client, err
 			slices.Sort(known)
 		}
 		msg := fmt.Sprintf("unknown backend %q (choose one of %s)", name, strings.Join(known, ", "))
-		if near := nearest(name, known); near != "" {
+		if near := didyoumean.Nearest(name, known); near != "" {
 			msg = fmt.Sprintf("unknown backend %q: did you mean %q? (choose one of %s)", name, near, strings.Join(known, ", "))
 		}
 		return nil, errors.New(msg)
@@ -177,35 +178,3 @@ Environment:
 	return root
 }
 
-// nearest is the name in names closest to s when it is close (a typo),
-// else "".
-func nearest(s string, names []string) string {
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := editDistance(s, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
-}

@@ -57,6 +57,7 @@ type engineInfo struct {
 	swapLimit     bool
 	pidsLimit     bool
 	cpuCFS        bool
+	cpuShares     bool
 	internalNet   bool // bridge driver present, so an --internal network can be made
 	local         bool // the engine listens on a unix socket of this host
 }
@@ -148,6 +149,7 @@ func (c *Client) detect(ctx context.Context) error {
 		swapLimit:     info.SwapLimit,
 		pidsLimit:     info.PidsLimit,
 		cpuCFS:        info.CPUCfsQuota,
+		cpuShares:     info.CPUShares,
 	}
 	for _, o := range info.SecurityOptions {
 		switch {

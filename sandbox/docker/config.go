@@ -18,13 +18,58 @@ import (
 	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
-// initCmd is what a session container runs: docker-init (tini, injected by
-// the engine with Init) reaps orphans and forwards signals to a shell that
-// only sleeps. Commands arrive through the exec API.
-var initCmd = []string{"/bin/sh", "-c", "while :; do sleep 2147483647; done"}
+// initCmd is what a session container runs as pid 1: a shell that only
+// sleeps, and reaps the orphans the kernel gives it while it waits.
+// Commands arrive through the exec API. It ignores every signal a command
+// could send it, as the native init does: the kernel drops a signal sent
+// from inside a pid namespace to its init unless the init handles it, and
+// this shell handles none but SIGCHLD (docker-init, tini, which the engine
+// would inject with Init, forwards SIGTERM and its kind to its child, so
+// a command's kill -TERM 1 ended the session).
+var initCmd = []string{"/bin/sh", "-c", "trap '' " + initIgnored + "; while :; do sleep 2147483647; done"}
 
-// tmpSize bounds the /tmp tmpfs (it counts against the memory limit too).
-const tmpSize = "256m"
+// initIgnored are the signals the init ignores explicitly (SIG_IGN), so
+// that no handler the shell might install makes it killable: every
+// catchable signal that ends or stops a process by default.
+const initIgnored = "HUP INT QUIT ILL TRAP ABRT BUS FPE USR1 SEGV USR2 PIPE ALRM TERM TSTP TTIN TTOU XCPU XFSZ VTALRM PROF IO PWR SYS"
+
+const (
+	// tmpSize bounds the /tmp tmpfs, and shmSize /dev/shm (the engine's
+	// default is its daemon's setting): whatever is written to either
+	// is memory the session's limit counts, and with no memory limit
+	// they are the bound.
+	tmpSize = "256m"
+	shmSize = 64 << 20
+	// cpuShares is every session's share of the CPU under contention:
+	// half a default container's (1024), as the native backend's cpu
+	// weight 50, so that busy sandboxes leave the host's own work its
+	// due even without --cpus.
+	cpuShares = 512
+	// commandOOMScore is the oom_score_adj every command starts with
+	// (the wrapper raises its own before it execs the command), above
+	// the init's 0: under memory pressure the OOM killer takes a command
+	// before the init, whose end would end the session. A command may
+	// lower its own back to the init's, not below (no CAP_SYS_RESOURCE).
+	commandOOMScore = 500
+)
+
+// maskedPaths are what a sandbox has no need to read and an exploit or a
+// fingerprint would: the engine's default masked paths (HostConfig's list
+// replaces them), and what the native init masks besides (kernel memory
+// layout, allocator state, the kernel's configuration, other users' key
+// counts, the host's boot id). A file is covered by /dev/null, a
+// directory by an empty read-only tmpfs; a path the kernel lacks is
+// skipped.
+var maskedPaths = []string{
+	// The engine's defaults.
+	"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+	"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+	// What the native init masks besides.
+	"/proc/key-users", "/proc/config.gz", "/proc/kmsg", "/proc/kallsyms",
+	"/proc/slabinfo", "/proc/kpageflags", "/proc/kpagecount", "/proc/kpagecgroup",
+	"/proc/vmallocinfo", "/proc/pagetypeinfo", "/proc/iomem", "/proc/ioports",
+	"/proc/sys/kernel/random/boot_id",
+}
 
 // identity is the uid:gid commands run as.
 type identity struct{ uid, gid int }
@@ -126,14 +171,16 @@ func (c *Client) planContainer(id string, spec sandbox.Spec, b *bindSet, who ide
 	for k, v := range spec.Labels {
 		cfg.Labels["agentbox.label."+k] = v
 	}
-	init := true
+	noInit := false // the init is initCmd's shell itself, not docker-init
 	hc := &container.HostConfig{
 		NetworkMode:    "none",
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges:true"},
-		Init:           &init,
+		Init:           &noInit,
 		IpcMode:        "private",
+		ShmSize:        shmSize,
+		MaskedPaths:    maskedPaths,
 		Tmpfs: map[string]string{
 			"/tmp": "rw,nosuid,nodev,size=" + tmpSize + ",mode=1777",
 		},
@@ -161,6 +208,9 @@ func (c *Client) planContainer(id string, spec sandbox.Spec, b *bindSet, who ide
 	}
 	if r.CPUs > 0 {
 		hc.NanoCPUs = int64(r.CPUs * 1e9)
+	}
+	if c.engine.cpuShares {
+		hc.CPUShares = cpuShares
 	}
 	b.expect(workdir, b.ws)
 	for i, m := range spec.Mounts {

@@ -111,8 +111,8 @@ func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, works
 		return nil, c.unavailable("docker: create container for session "+id, err)
 	}
 	s.containerID = created.ID
-	// docker-init would start and then fail to exec a missing shell, so
-	// the start would "succeed"; look first.
+	// The runtime's error for a missing init names no image and no
+	// reason; look first.
 	if _, err := c.api.ContainerStatPath(ctx, created.ID, client.ContainerStatPathOptions{Path: initCmd[0]}); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return nil, sandbox.Wrap("docker: create session "+id, sandbox.ErrInvalid,

@@ -3,9 +3,9 @@
 // Go client (github.com/moby/moby/client, API version negotiated down to
 // the engine's; 1.40 is the oldest it speaks).
 //
-// A session container runs the image's /bin/sh sleeping under docker-init
-// (tini); commands arrive through the exec API (attach, stdin, TTY with
-// resize). The container has a read-only root, the workspace bound
+// A session container runs the image's /bin/sh as its init, sleeping,
+// reaping and ignoring signals; commands arrive through the exec API
+// (attach, stdin, TTY with resize). The container has a read-only root, the workspace bound
 // read-write at the workdir, a /tmp tmpfs, no capabilities,
 // no-new-privileges, a seccomp allow-list compiled from the native filter's
 // policy (sandbox/seccomp), network mode none (or an internal network whose only

@@ -74,7 +74,7 @@ func TestExitBySIGKILLWhileHelpersAreStopped(t *testing.T) {
 		// signal it, and the answer is exact.
 		{"as the default user the probe cannot be stopped", ""},
 		// A root command can stop it: the probe's deadline ends the
-		// wait, and the result says the answer is unknown.
+		// wait, and the result names no cause (it may not guess OOM).
 		{"as root the stopped probe is given up", "0:0"},
 	}
 	for _, tc := range cases {
@@ -93,12 +93,11 @@ func TestExitBySIGKILLWhileHelpersAreStopped(t *testing.T) {
 			if res.ExitCode != 137 || res.Signal != "SIGKILL" || res.TimedOut || res.OOMKilled {
 				t.Fatalf("result %+v; want exit 137 by SIGKILL, not timed out, not OOM-killed", res.ExitStatus)
 			}
-			unknown := strings.Contains(strings.Join(res.Violations, "\n"), "could not tell whether the OOM killer")
-			if tc.user == "" && (unknown || took > 10*time.Second) {
-				t.Fatalf("the probe as root was held up: took %s, violations %q", took.Round(time.Millisecond), res.Violations)
+			if len(res.Violations) > 0 {
+				t.Fatalf("violations %q; a SIGKILL the kernel's OOM counter does not explain is no violation", res.Violations)
 			}
-			if tc.user != "" && took > 3*time.Second && !unknown {
-				t.Fatalf("the probe took %s and the result does not say the OOM answer is unknown: %q", took.Round(time.Millisecond), res.Violations)
+			if tc.user == "" && took > 10*time.Second {
+				t.Fatalf("the probe as root was held up: took %s", took.Round(time.Millisecond))
 			}
 			closeWithin(t, sess, 30*time.Second)
 		})

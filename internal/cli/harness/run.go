@@ -228,6 +228,14 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 			fmt.Fprintf(stderr, "agentbox: %v\n", err)
 		}
 	}()
+	// The model's key never belongs in the record; nor does what the agent
+	// file names as secret.
+	tw.Redactor().AddSecret(os.Getenv("OPENAI_API_KEY"))
+	for _, p := range file.Redact {
+		if err := tw.Redactor().AddPattern(p); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -264,6 +272,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 			rec, err := artifact.Promote(ctx, src, rules, promoteTo, artifact.PromoteOptions{
 				RunID: res.RunID, TraceID: res.TraceID, NewSession: artifact.FreshSessionLike(client, sess),
 			})
+			_ = tw.Emit(promotionEvent(promoteTo, rec, err))
 			if err != nil {
 				var re *artifact.RejectedError
 				if errors.As(err, &re) {
@@ -353,4 +362,25 @@ func openTrace(ctx context.Context, path, agentName string) (string, *trace.Writ
 		}
 	}
 	return path, tw, nil
+}
+
+// promotionEvent records a promotion in the trace: each file's hash, or
+// the rules it broke, or why it failed.
+func promotionEvent(dest string, rec *artifact.Record, err error) trace.Event {
+	e := trace.Event{Type: trace.Promotion, Dest: dest}
+	if rec != nil {
+		for _, f := range rec.Files {
+			e.Files = append(e.Files, trace.PromotedFile{Path: f.Path, SHA256: f.SHA256, Size: f.Size})
+		}
+	}
+	var re *artifact.RejectedError
+	switch {
+	case errors.As(err, &re):
+		for _, v := range re.Violations {
+			e.Rejected = append(e.Rejected, v.String())
+		}
+	case err != nil:
+		e.Err = err.Error()
+	}
+	return e
 }
