@@ -185,3 +185,8 @@ func (s *Server) handleSnapshots(w http.ResponseWriter, _ *http.Request, t *tena
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+func (s *Server) handleBackend(w http.ResponseWriter, _ *http.Request, t *tenant) error {
+	writeJSON(w, http.StatusOK, api.Backend{Name: t.client.Name(), Enforces: t.client.Enforces()})
+	return nil
+}

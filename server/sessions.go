@@ -225,7 +225,8 @@ func (l *live) view() api.Session {
 		st = l.sess.State()
 	}
 	v := api.Session{ID: st.ID, Status: api.StatusRunning, Backend: st.Backend, CreatedAt: l.rec.CreatedAt,
-		ExpiresAt: l.rec.ExpiresAt, IdleTimeout: api.Duration(l.rec.IdleTimeout), Snapshot: st.Snapshot, Spec: st.Spec}
+		ExpiresAt: l.rec.ExpiresAt, IdleTimeout: api.Duration(l.rec.IdleTimeout), Snapshot: st.Snapshot, Spec: st.Spec,
+		Workspace: st.Workspace, OwnsWorkspace: st.OwnsWorkspace}
 	if l.sess == nil {
 		v.Status = api.StatusGone
 	}
