@@ -180,4 +180,3 @@ Environment:
 	}
 	return root
 }
-

@@ -73,8 +73,8 @@ Every run writes a JSONL trace (--trace, default under the user cache
 directory); show it with 'agentbox trace show FILE'. When
 OTEL_EXPORTER_OTLP_ENDPOINT is set, spans are also exported over OTLP/HTTP.
 
-Exit status: 0 when the agent answered (and promotion passed), 125 when
-the run or the promotion failed.`,
+Exit status: 0 when the agent answered (and promotion passed), 130 when
+Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 		Example: `  # offline, with the scripted model, in the native sandbox
   agentbox run --agent examples/reconcile/agent.yaml "Reconcile March"
 
@@ -117,7 +117,7 @@ the run or the promotion failed.`,
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
 	fl.StringVar(&f.resume, "resume", "", "resume the session saved in state `FILE` (see --save-state) instead of creating one")
 	fl.StringVar(&f.saveState, "save-state", "", "write the session's state to `FILE` after the run, to --resume it later (keep the workspace with --workspace or --save-snapshot)")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final answer, errors, and what --save-snapshot and --save-state ask for: no progress, promotion table or trace path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what the backend does")
 	return cmd
 }
@@ -237,6 +237,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 		}
 	}
 
+	parent := ctx
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -299,7 +300,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 	} else if res != nil && res.FinalOutput != "" {
 		fmt.Fprintln(stdout, strings.TrimRight(res.FinalOutput, "\n"))
 	}
-	if out.Promoted != nil && !f.asJSON {
+	if out.Promoted != nil && !f.asJSON && !f.quiet {
 		printPromoted(stderr, out.Promoted, promoteTo)
 		for _, fr := range out.Promoted.Files {
 			if strings.HasSuffix(fr.Path, "report.md") {
@@ -321,10 +322,16 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 			fmt.Fprintf(stderr, "state: %s\n", f.saveState)
 		}
 	}
-	fmt.Fprintf(stderr, "trace: %s\n", tracePath)
+	if !f.quiet || runErr != nil {
+		fmt.Fprintf(stderr, "trace: %s\n", tracePath)
+	}
 	if runErr != nil {
 		for _, v := range out.Rejected {
 			fmt.Fprintf(stderr, "  rejected: %s\n", v)
+		}
+		if ctx.Err() != nil && parent.Err() == nil {
+			// Ended by Ctrl-C or SIGTERM: exit as a shell reports SIGINT.
+			return &cli.ExitError{Code: cli.ExitInterrupted, Err: fmt.Errorf("run: interrupted: %w", runErr)}
 		}
 		return fmt.Errorf("run: %w", runErr)
 	}
