@@ -80,6 +80,28 @@ func (s *Server) use(t *tenant, id string) (*live, sandbox.Session, error) {
 	return l, sess, nil
 }
 
+// checked is err, after marking l gone when err says its sandbox is (it
+// was killed from outside): from then on l answers 410 until it is
+// rebuilt or deleted.
+func (s *Server) checked(l *live, err error) error {
+	if err == nil || !errors.Is(err, sandbox.ErrGone) {
+		return err
+	}
+	l.mu.Lock()
+	if l.sess != nil {
+		l.rec.State = l.sess.State()
+		l.rec.Gone = true
+		l.sess = nil
+	}
+	rec := l.rec
+	l.mu.Unlock()
+	s.log.Warn("session found gone", "tenant", rec.Tenant, "session", rec.State.ID, "err", err)
+	if perr := s.reg.PutSession(rec); perr != nil {
+		return errors.Join(err, perr)
+	}
+	return err
+}
+
 // create makes a session for tenant t from an untrusted request.
 func (s *Server) create(ctx context.Context, t *tenant, req api.CreateSession) (*live, error) {
 	sp := req.Spec
