@@ -63,4 +63,5 @@
 //	approvals:
 //	  - {tool: exec_command, match: '\brm\b'}
 //	artifacts: {rules: rules.yaml, to: promoted}
+//	redact: ['ACME-[0-9]{8}']     # more secret patterns the trace hides
 package agent

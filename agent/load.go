@@ -40,6 +40,9 @@ type File struct {
 	Approvals []ApprovalRule
 	// Artifacts, when Rules is set, says what to promote after the run.
 	Artifacts ArtifactsConfig
+	// Redact are regular expressions whose matches the run's trace hides,
+	// beyond trace.DefaultPatterns (checked to compile).
+	Redact []string
 }
 
 // ModelConfig names a model provider and its options.
@@ -79,6 +82,7 @@ type fileYAML struct {
 	Policy           policyYAML      `yaml:"policy"`
 	Approvals        []approvalYAML  `yaml:"approvals"`
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
+	Redact           []string        `yaml:"redact"`
 }
 
 type settingsYAML struct {
@@ -157,7 +161,7 @@ func ParseFile(data []byte, dir string) (*File, error) {
 		}
 	}
 	line := func(keys ...string) int { return keyLine(root, keys...) }
-	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts}
+	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts, Redact: y.Redact}
 	a := &SandboxAgent{
 		Name:             y.Name,
 		Instructions:     y.Instructions,
@@ -207,6 +211,11 @@ func ParseFile(data []byte, dir string) (*File, error) {
 
 	a.Capabilities = parseCapabilities(y.Capabilities, dir, ps)
 	f.Policy = y.Policy.policy(func(keys ...string) int { return line(append([]string{"policy"}, keys...)...) }, ps)
+	for i, p := range y.Redact {
+		if _, err := regexp.Compile(p); err != nil {
+			ps.add(line("redact"), "redact[%d]: %v", i, err)
+		}
+	}
 	for i, r := range y.Approvals {
 		at := 0
 		if n := childNode(root, "approvals"); n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {

@@ -41,6 +41,7 @@ approvals:
 artifacts:
   rules: rules.yaml
   to: out
+redact: ['ACME-[0-9]{8}']
 `
 
 func TestLoadFileReadsEveryKey(t *testing.T) {
@@ -89,6 +90,9 @@ func TestLoadFileReadsEveryKey(t *testing.T) {
 	if f.Artifacts.Rules != filepath.Join(dir, "rules.yaml") || f.Artifacts.To != filepath.Join(dir, "out") {
 		t.Errorf("artifacts %+v", f.Artifacts)
 	}
+	if len(f.Redact) != 1 || f.Redact[0] != "ACME-[0-9]{8}" {
+		t.Errorf("redact %q", f.Redact)
+	}
 }
 
 func TestLoadFileRejectsBadFiles(t *testing.T) {
@@ -109,6 +113,7 @@ func TestLoadFileRejectsBadFiles(t *testing.T) {
 		{"a bad size", "name: a\npolicy: {memory: lots}\n", "policy.memory"},
 		{"a bad network", "name: a\npolicy: {network: everywhere}\n", "policy.network is none, host, or a list"},
 		{"a bad approval regexp", "name: a\napprovals: [{tool: exec_command, match: '('}]\n", "approvals[0].match"},
+		{"a bad redaction pattern", "name: a\nredact: ['[']\n", "redact[0]"},
 		{"an empty file", "", "agent file is empty"},
 		{"artifacts without rules", "name: a\nartifacts: {to: out}\n", "artifacts.to needs artifacts.rules"},
 		{"an inline manifest with an unknown key", "name: a\nmanifest: {entriez: {}}\n", "inline manifest at line 2"},

@@ -15,6 +15,8 @@ type ExecReport struct {
 	// session the model can write to).
 	Running  bool
 	Duration time.Duration
+	// Violations are the policy violations the backend reported for it.
+	Violations []string
 }
 
 type reporterKey struct{}

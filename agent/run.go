@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/agent/model"
+	"github.com/agentbox/agentbox/internal/truncate"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/trace"
 )
@@ -31,6 +34,9 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	if a == nil || a.Model == nil {
 		return res, sandbox.Errorf(sandbox.ErrInvalid, "agent: run needs an agent with a model")
 	}
+	// The credentials the egress proxy injects never enter the sandbox;
+	// they must not reach the trace either (a command may echo a header).
+	tw.Redactor().AddSecret(credentialValues(cfg.Sandbox.Spec.Policy)...)
 	emit := func(e trace.Event) { _ = tw.Emit(e) }
 	progress := func(e Event) {
 		if cfg.OnEvent != nil {
@@ -54,6 +60,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 		return res, err
 	}
 	sess := o.sess
+	tw.Redactor().AddSecret(credentialValues(sess.State().Spec.Policy)...)
 	progress(Event{Type: EventSession, Text: o.how})
 
 	caps := a.Capabilities
@@ -111,6 +118,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	}
 
 	res.Items = []model.Item{{Type: model.ItemMessage, Role: model.RoleUser, Text: input}}
+	sent := "" // the instructions the trace holds whole
 	for turn := 1; ; turn++ {
 		if turn > maxTurns {
 			return res, fmt.Errorf("%w (limit %d)", ErrMaxTurns, maxTurns)
@@ -124,7 +132,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 			input = f.FilterInput(input)
 		}
 		req := model.Request{Instructions: instructions, Input: input, Tools: specs, Settings: a.Settings}
-		emit(trace.Event{Type: trace.ModelRequest, Turn: turn, Items: len(input), Tools: names, InstructionBytes: len(instructions)})
+		emit(requestEvent(turn, req, names, &sent))
 		progress(Event{Type: EventTurn, Turn: turn})
 		t0 := time.Now()
 		resp, err := a.Model.Respond(ctx, req)
@@ -138,7 +146,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 			callNames[i] = c.Name
 		}
 		u := resp.Usage
-		emit(trace.Event{Type: trace.ModelResponse, Turn: turn, Text: clipText(resp.Text(), 2000), Calls: callNames, Usage: &u, DurationMS: time.Since(t0).Milliseconds()})
+		emit(trace.Event{Type: trace.ModelResponse, Turn: turn, ResponseID: resp.ID, Model: resp.Model, Text: resp.Text(), Calls: callNames, Usage: &u, DurationMS: time.Since(t0).Milliseconds()})
 		for i := range resp.Output {
 			if resp.Output[i].Type == model.ItemFunctionCall && resp.Output[i].CallID == "" {
 				resp.Output[i].CallID = fmt.Sprintf("call_%d_%d", turn, i)
@@ -167,7 +175,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []Tool, cfg RunConfig, emit func(trace.Event), progress func(Event)) (string, error) {
 	start := time.Now()
 	summary := displaySummary(c.Name, c.Arguments)
-	emit(trace.Event{Type: trace.ToolCall, Turn: turn, Tool: c.Name, CallID: c.CallID, Arguments: clipText(c.Arguments, 4000)})
+	emit(trace.Event{Type: trace.ToolCall, Turn: turn, Tool: c.Name, CallID: c.CallID, Arguments: c.Arguments})
 	progress(Event{Type: EventToolCall, Turn: turn, Tool: c.Name, Summary: shortSummary(summary)})
 
 	var last *ExecReport
@@ -177,7 +185,7 @@ func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []T
 			out = "error: " + toolErr.Error()
 		}
 		out, cut := Truncate(out, max)
-		e := trace.Event{Type: trace.ToolResult, Turn: turn, Tool: c.Name, CallID: c.CallID, Bytes: len(out), Truncated: cut, DurationMS: time.Since(start).Milliseconds()}
+		e := trace.Event{Type: trace.ToolResult, Turn: turn, Tool: c.Name, CallID: c.CallID, Output: out, Bytes: len(out), Truncated: cut, DurationMS: time.Since(start).Milliseconds()}
 		ev := Event{Type: EventToolResult, Turn: turn, Tool: c.Name, Summary: shortSummary(summary), Duration: time.Since(start), Denied: denied}
 		if toolErr != nil {
 			e.Err, ev.Err = toolErr.Error(), toolErr.Error()
@@ -230,7 +238,7 @@ func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []T
 	}
 	tctx := withReporter(ctx, func(rep ExecReport) {
 		last = &rep
-		emit(trace.Event{Type: trace.SandboxExec, Turn: turn, Tool: c.Name, CallID: c.CallID, Cmd: clipText(rep.Cmd, 2000), ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Running: rep.Running, DurationMS: rep.Duration.Milliseconds()})
+		emit(trace.Event{Type: trace.SandboxExec, Turn: turn, Tool: c.Name, CallID: c.CallID, Cmd: rep.Cmd, ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Running: rep.Running, Violations: rep.Violations, DurationMS: rep.Duration.Milliseconds()})
 	})
 	out, err := callSafely(tctx, tool, json.RawMessage(args))
 	if cerr := ctx.Err(); cerr != nil {
@@ -301,11 +309,38 @@ func bindTools(caps []Capability, sess sandbox.Session) ([]Tool, error) {
 	return tools, nil
 }
 
+// requestEvent summarizes a model request for the trace: its size, tools
+// and settings, the instructions' hash, and the instructions themselves
+// when the trace does not hold them yet (*sent is the last recorded).
+func requestEvent(turn int, req model.Request, tools []string, sent *string) trace.Event {
+	sum := sha256.Sum256([]byte(req.Instructions))
+	settings := req.Settings
+	store := settings.Stores()
+	settings.Store = &store
+	e := trace.Event{Type: trace.ModelRequest, Turn: turn, Items: len(req.Input), Tools: tools,
+		InstructionBytes: len(req.Instructions), InstructionsSHA256: hex.EncodeToString(sum[:]), Settings: &settings}
+	if req.Instructions != *sent {
+		e.Instructions, *sent = req.Instructions, req.Instructions
+	}
+	return e
+}
+
+// credentialValues are the secrets a policy hands the egress proxy.
+func credentialValues(p sandbox.Policy) []string {
+	var vals []string
+	for _, headers := range p.Network.Credentials {
+		for _, v := range headers {
+			vals = append(vals, v)
+		}
+	}
+	return vals
+}
+
 func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:runeStart(s, n)] + "…"
+	return s[:truncate.RuneStart(s, n)] + "…"
 }
 
 // shortSummary is a one-line form of a call's subject for progress lines.

@@ -269,7 +269,7 @@ func TestLongOutputIsTruncatedWithAMarker(t *testing.T) {
 func TestTraceRecordsEveryStep(t *testing.T) {
 	var buf bytes.Buffer
 	tw := trace.New(&buf)
-	m := plan("all done", call("exec_command", map[string]any{"cmd": "exit 7"}))
+	m := plan("all done", call("exec_command", map[string]any{"cmd": "echo checked; exit 7"}))
 	res, err := (&Runner{}).Run(context.Background(), &SandboxAgent{Name: "tracer", Model: m}, "go", RunConfig{Sandbox: SandboxConfig{Client: newClient(t)}, Trace: tw})
 	if err != nil {
 		t.Fatal(err)
@@ -287,8 +287,21 @@ func TestTraceRecordsEveryStep(t *testing.T) {
 		t.Fatalf("trace types\n got %s\nwant %s", got, want)
 	}
 	exec := evs[4]
-	if exec.Cmd != "exit 7" || exec.ExitCode == nil || *exec.ExitCode != 7 {
+	if exec.Cmd != "echo checked; exit 7" || exec.ExitCode == nil || *exec.ExitCode != 7 {
 		t.Errorf("sandbox_exec event %+v", exec)
+	}
+	if c := evs[3]; c.Arguments != `{"cmd":"echo checked; exit 7"}` || c.CallID == "" {
+		t.Errorf("tool_call does not hold the model's input: %+v", c)
+	}
+	if r := evs[5]; !strings.Contains(r.Output, "exit code: 7") || !strings.Contains(r.Output, "checked") || r.Bytes != len(r.Output) {
+		t.Errorf("tool_result does not hold what the model read: %+v", r)
+	}
+	req := evs[1]
+	if req.Instructions == "" || len(req.InstructionsSHA256) != 64 || req.Settings == nil || req.Settings.Store == nil || *req.Settings.Store {
+		t.Errorf("first model_request lacks the instructions, their hash or the settings (store=false): %+v", req)
+	}
+	if later := evs[6]; later.Instructions != "" || later.InstructionsSHA256 != req.InstructionsSHA256 {
+		t.Errorf("unchanged instructions are recorded again, or their hash differs: %+v", later)
 	}
 	if evs[len(evs)-1].Turns != 2 || evs[len(evs)-2].Output != "all done" {
 		t.Errorf("run_end/final_output wrong: %+v %+v", evs[len(evs)-1], evs[len(evs)-2])

@@ -263,7 +263,7 @@ func (t *procTable) waitAndReport(ctx context.Context, p *runningProc, yield tim
 		t.remove(p.id)
 		st := p.status
 		code := st.ExitCode
-		ReportExec(ctx, ExecReport{Cmd: p.display, ExitCode: &code, TimedOut: st.TimedOut || p.timedOut.Load(), Duration: p.ended.Sub(p.started)})
+		ReportExec(ctx, ExecReport{Cmd: p.display, ExitCode: &code, TimedOut: st.TimedOut || p.timedOut.Load(), Duration: p.ended.Sub(p.started), Violations: st.Violations})
 		fmt.Fprintf(&b, "exit code: %d\n", code)
 		if st.Signal != "" {
 			fmt.Fprintf(&b, "signal: %s\n", st.Signal)

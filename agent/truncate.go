@@ -1,6 +1,6 @@
 package agent
 
-import "fmt"
+import "github.com/agentbox/agentbox/internal/truncate"
 
 // DefaultToolOutputBytes caps a tool's output when the tool sets no cap.
 const DefaultToolOutputBytes = 16 << 10
@@ -16,31 +16,5 @@ func Truncate(s string, max int) (string, bool) {
 	if max == 0 {
 		max = DefaultToolOutputBytes
 	}
-	if len(s) <= max {
-		return s, false
-	}
-	// The marker's own length depends on the cut; reserve room for it.
-	const reserve = 40
-	keep := max - reserve
-	if keep < 2 {
-		keep = 2
-	}
-	head := runeStart(s, keep/2)
-	tailStart := runeStart(s, len(s)-(keep-head))
-	cut := tailStart - head
-	return s[:head] + fmt.Sprintf("\n…[truncated %d bytes]…\n", cut) + s[tailStart:], true
-}
-
-// runeStart moves i back to the start of the UTF-8 sequence it falls in.
-func runeStart(s string, i int) int {
-	if i <= 0 {
-		return 0
-	}
-	if i >= len(s) {
-		return len(s)
-	}
-	for i > 0 && s[i]&0xC0 == 0x80 {
-		i--
-	}
-	return i
+	return truncate.Middle(s, max)
 }

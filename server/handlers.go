@@ -86,7 +86,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, t *tenant) e
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	_, sess, err := s.use(t, r.PathValue("id"))
+	l, sess, err := s.use(t, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, t *tenant) e
 	}
 	res, err := sandbox.Exec(r.Context(), sess, er)
 	if err != nil {
-		return err
+		return s.checked(l, err)
 	}
 	writeJSON(w, http.StatusOK, api.ExecResult{ExitStatus: res.ExitStatus, Stdout: res.Stdout, Stderr: res.Stderr,
 		Duration: api.Duration(res.Duration), OutputTruncated: res.OutputTruncated})
@@ -104,13 +104,13 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, t *tenant) e
 }
 
 func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request, t *tenant) error {
-	_, sess, err := s.use(t, r.PathValue("id"))
+	l, sess, err := s.use(t, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	data, err := sess.ReadFile(r.Context(), r.URL.Query().Get("path"))
 	if err != nil {
-		return err
+		return s.checked(l, err)
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
@@ -133,25 +133,25 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request, t *tena
 	if err != nil {
 		return err
 	}
-	_, sess, err := s.use(t, r.PathValue("id"))
+	l, sess, err := s.use(t, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	if err := sess.WriteFile(r.Context(), q.Get("path"), data, fsMode(mode)); err != nil {
-		return err
+		return s.checked(l, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
 func (s *Server) handleListDir(w http.ResponseWriter, r *http.Request, t *tenant) error {
-	_, sess, err := s.use(t, r.PathValue("id"))
+	l, sess, err := s.use(t, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	files, err := sess.ListDir(r.Context(), r.URL.Query().Get("path"))
 	if err != nil {
-		return err
+		return s.checked(l, err)
 	}
 	if files == nil {
 		files = []sandbox.FileInfo{}
@@ -167,7 +167,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request, t *tenan
 	}
 	ref, err := s.snapshot(r.Context(), t, l, sess)
 	if err != nil {
-		return err
+		return s.checked(l, err)
 	}
 	writeJSON(w, http.StatusCreated, api.Snapshot{ID: ref})
 	return nil
@@ -183,5 +183,10 @@ func (s *Server) handleSnapshots(w http.ResponseWriter, _ *http.Request, t *tena
 		out.Snapshots = append(out.Snapshots, api.SnapshotInfo{ID: rec.ID, Session: rec.Session, CreatedAt: rec.CreatedAt})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) handleBackend(w http.ResponseWriter, _ *http.Request, t *tenant) error {
+	writeJSON(w, http.StatusOK, api.Backend{Name: t.client.Name(), Enforces: t.client.Enforces()})
 	return nil
 }

@@ -49,6 +49,7 @@ func (s *Server) routes(mux mux) {
 	route("GET /v1/sessions/{id}/dir", s.handleListDir)
 	route("POST /v1/sessions/{id}/snapshots", s.handleSnapshot)
 	route("GET /v1/snapshots", s.handleSnapshots)
+	route("GET /v1/backend", s.handleBackend)
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
@@ -75,6 +76,9 @@ func (s *Server) authed(pattern string, h handlerFunc) http.Handler {
 		start := time.Now()
 		rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		t, err := s.authenticate(r)
+		if err == nil && t.rate != nil && !t.rate.allow(s.opts.Now()) {
+			err = &rateError{fmt.Sprintf("tenant %s: request rate: limit %g a second (bursts of %g); retry later", t.name, t.limits.Rate, 2*t.limits.Rate)}
+		}
 		if err == nil {
 			r.Body = http.MaxBytesReader(rec, r.Body, int64(t.limits.Body))
 			err = h(rec, r, t)

@@ -65,6 +65,9 @@ type tenant struct {
 	client sandbox.Client
 	store  *snapshot.Store
 
+	// rate limits its requests when its limits set one.
+	rate *bucket
+
 	mu       sync.Mutex
 	sessions map[string]*live
 	pending  usage
@@ -159,6 +162,9 @@ func (s *Server) tenant(name string) (*tenant, error) {
 		return nil, fmt.Errorf("server: tenant %s: backend: %w", name, err)
 	}
 	t := &tenant{name: name, limits: s.opts.Config.limits(name), client: c, store: store, sessions: map[string]*live{}}
+	if t.limits.Rate > 0 {
+		t.rate = &bucket{rate: t.limits.Rate}
+	}
 	s.tenants[name] = t
 	return t, nil
 }

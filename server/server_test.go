@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
@@ -140,4 +141,17 @@ func TestAQuotaRefusalNamesTheLimitAndTheUse(t *testing.T) {
 	ts.refused(t, tok, "POST", "/v1/sessions", api.CreateSession{}, http.StatusForbidden, api.KindQuota, "live sessions", "limit 1", "in use 1")
 	// Another tenant's use is its own.
 	ts.createSession(t, ts.key(t, "other"))
+}
+
+func TestARequestOverTheTenantsRateIsRefusedAndNamesTheLimit(t *testing.T) {
+	ts := newTestServer(t, Config{Tenants: map[string]Limits{"busy": {Rate: 1}}})
+	now := time.Unix(1e9, 0)
+	ts.opts.Now = func() time.Time { return now }
+	tok := ts.key(t, "busy")
+	ts.sessionCount(t, tok)
+	ts.sessionCount(t, tok) // a burst of twice the rate
+	ts.refused(t, tok, "GET", "/v1/sessions", nil, http.StatusTooManyRequests, api.KindRateLimited, "limit 1 a second")
+	now = now.Add(time.Second)
+	ts.sessionCount(t, tok)
+	ts.sessionCount(t, ts.key(t, "other")) // another tenant's rate is its own
 }

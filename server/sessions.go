@@ -80,6 +80,28 @@ func (s *Server) use(t *tenant, id string) (*live, sandbox.Session, error) {
 	return l, sess, nil
 }
 
+// checked is err, after marking l gone when err says its sandbox is (it
+// was killed from outside): from then on l answers 410 until it is
+// rebuilt or deleted.
+func (s *Server) checked(l *live, err error) error {
+	if err == nil || !errors.Is(err, sandbox.ErrGone) {
+		return err
+	}
+	l.mu.Lock()
+	if l.sess != nil {
+		l.rec.State = l.sess.State()
+		l.rec.Gone = true
+		l.sess = nil
+	}
+	rec := l.rec
+	l.mu.Unlock()
+	s.log.Warn("session found gone", "tenant", rec.Tenant, "session", rec.State.ID, "err", err)
+	if perr := s.reg.PutSession(rec); perr != nil {
+		return errors.Join(err, perr)
+	}
+	return err
+}
+
 // create makes a session for tenant t from an untrusted request.
 func (s *Server) create(ctx context.Context, t *tenant, req api.CreateSession) (*live, error) {
 	sp := req.Spec
@@ -225,7 +247,8 @@ func (l *live) view() api.Session {
 		st = l.sess.State()
 	}
 	v := api.Session{ID: st.ID, Status: api.StatusRunning, Backend: st.Backend, CreatedAt: l.rec.CreatedAt,
-		ExpiresAt: l.rec.ExpiresAt, IdleTimeout: api.Duration(l.rec.IdleTimeout), Snapshot: st.Snapshot, Spec: st.Spec}
+		ExpiresAt: l.rec.ExpiresAt, IdleTimeout: api.Duration(l.rec.IdleTimeout), Snapshot: st.Snapshot, Spec: st.Spec,
+		Workspace: st.Workspace, OwnsWorkspace: st.OwnsWorkspace}
 	if l.sess == nil {
 		v.Status = api.StatusGone
 	}

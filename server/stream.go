@@ -162,7 +162,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, t *tenant) 
 	}
 	sp, err := sess.Start(ctx, er)
 	if err != nil {
-		wsFail(ctx, c, err)
+		wsFail(ctx, c, s.checked(l, err))
 		return nil
 	}
 	p := &proc{id: newProcID(), p: sp, detach: detach, out: make(chan frame, outQueue), attached: true,
@@ -276,7 +276,14 @@ func (p *proc) serve(ctx context.Context, c *websocket.Conn) {
 func (p *proc) writeClient(ctx context.Context, c *websocket.Conn, gone <-chan struct{}) bool {
 	send := func(f frame) error {
 		if f.ev != nil {
-			return wsWriteJSON(ctx, c, f.ev)
+			// Gone from the table before the client hears of the exit,
+			// back in it if the client does not.
+			p.owner.remove(p.id)
+			if err := wsWriteJSON(ctx, c, f.ev); err != nil {
+				p.owner.add(p)
+				return err
+			}
+			return nil
 		}
 		return c.Write(ctx, websocket.MessageBinary, f.data)
 	}

@@ -101,19 +101,29 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-func TestTimelineIsReadable(t *testing.T) {
+// recorded is what run writes, read back.
+func recorded(t *testing.T, run func(*Writer)) []Event {
+	t.Helper()
 	var buf bytes.Buffer
-	w := New(&buf)
-	sampleRun(w)
+	run(New(&buf))
 	evs, err := Decode(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return evs
+}
+
+func timeline(t *testing.T, evs []Event, opts TimelineOptions) string {
+	t.Helper()
 	var out bytes.Buffer
-	if err := RenderTimeline(&out, evs); err != nil {
+	if err := RenderTimeline(&out, evs, opts); err != nil {
 		t.Fatal(err)
 	}
-	text := out.String()
+	return out.String()
+}
+
+func TestTimelineIsReadable(t *testing.T) {
+	text := timeline(t, recorded(t, sampleRun), TimelineOptions{})
 	for _, want := range []string{
 		"run start  agent=reconcile",
 		"+0.031s  turn 1   exec_command  {\"cmd\":\"python3 reconcile.py\"}",
@@ -206,4 +216,27 @@ func names(spans []*tracepb.Span) []string {
 		n = append(n, s.Name)
 	}
 	return n
+}
+
+func TestTimelineShowsWhyACommandFailed(t *testing.T) {
+	evs := recorded(t, auditRun)
+	text := timeline(t, evs, TimelineOptions{})
+	for _, want := range []string{
+		"model request  1 items, 2 tools, 41 bytes of instructions (sha256 5c1e0a6f3b2d)  store=false",
+		"exec echo fixed >> statements/bank.csv  exit 2",
+		"│ sh: 1: cannot create statements/bank.csv: Permission denied",
+		"exec curl -sS https://example.com  exit 56  1 POLICY VIOLATION  120ms",
+		`!!                       violation: egress refused: CONNECT "example.com:443"`,
+		"│ +# Q1 reconciliation",
+		"promotion  2 files to /srv/audit/promoted",
+		"file: output/report.md  61 bytes  sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		"│ … 5 more lines (trace show --full)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("timeline lacks %q:\n%s", want, text)
+		}
+	}
+	if full := timeline(t, evs, TimelineOptions{Full: true}); strings.Contains(full, "more lines") || !strings.Contains(full, "│ notes-11.txt") {
+		t.Errorf("--full still cuts blocks:\n%s", full)
+	}
 }

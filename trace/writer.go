@@ -24,6 +24,7 @@ type Writer struct {
 	traceID string
 	seq     int64
 	spans   *spanExporter
+	redact  *Redactor
 	err     error
 	now     func() time.Time
 }
@@ -46,8 +47,19 @@ func New(w io.Writer) *Writer {
 		w:       bufio.NewWriter(w),
 		runID:   newID(8),
 		traceID: newID(16),
+		redact:  defaultRedactor(),
 		now:     time.Now,
 	}
+}
+
+// Redactor is what hides secrets in this writer's events: DefaultPatterns
+// until more are added. Add the credentials a run holds before its first
+// event.
+func (w *Writer) Redactor() *Redactor {
+	if w == nil {
+		return nil
+	}
+	return w.redact
 }
 
 // RunID identifies the run this writer records (16 hex digits).
@@ -82,6 +94,7 @@ func (w *Writer) Emit(e Event) error {
 	e.Seq = w.seq
 	e.RunID = w.runID
 	e.TraceID = w.traceID
+	scrub(&e, w.redact)
 	if w.spans != nil {
 		w.spans.observe(e)
 	}

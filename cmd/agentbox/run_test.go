@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -242,5 +243,67 @@ func TestARunResumedFromASnapshotCanWrite(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "run", "-q", "--agent", filepath.Join(dir, "agent.yaml"), "--store", store, "--resume", state, "--plan", plan2, "--trace", filepath.Join(dir, "2.jsonl"), "write more")
 	if code != 0 || !strings.Contains(stdout, "wrote") {
 		t.Fatalf("resumed run: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
+
+func TestRunQuietPrintsOnlyTheAnswer(t *testing.T) {
+	linuxBackend(t)
+	dir := agentDir(t, "3 rows", true)
+	stdout, stderr, code := runCLI(t, "run", "-q", "--agent", filepath.Join(dir, "agent.yaml"), "--trace", filepath.Join(dir, "run.jsonl"), "count the rows")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if strings.TrimSpace(stdout) != "rows: 3" {
+		t.Errorf("stdout %q, want the final answer", stdout)
+	}
+	for _, noise := range []string{"turn 1", "PATH", "promoted 1 file", "report: ", "trace: "} {
+		if strings.Contains(stderr, noise) {
+			t.Errorf("-q printed %q:\n%s", noise, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "promoted", "output", "report.md")); err != nil {
+		t.Errorf("-q changed what the run did, not only what it said: %v", err)
+	}
+}
+
+func TestRunInterruptedExitsAsAShellReportsCtrlC(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	for name, content := range map[string]string{
+		"agent.yaml": "name: sleeper\nmodel: {provider: scripted, plan: plan.yaml}\n",
+		"plan.yaml":  "steps:\n  - call: {tool: exec_command, arguments: {cmd: \"touch started; sleep 30\"}}\n  - final: never\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(agentboxBinary(t), "run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--workspace", ws, "--trace", filepath.Join(dir, "run.jsonl"), "sleep")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(ws, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the command never started:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want 130 as for Ctrl-C; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say the run was interrupted:\n%s", stderr.String())
 	}
 }

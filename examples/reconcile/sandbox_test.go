@@ -147,8 +147,8 @@ func TestTheAuditorReconcilesInTheNativeSandbox(t *testing.T) {
 		if !strings.Contains(o.res.FinalOutput, "4 discrepancies") {
 			t.Errorf("final output:\n%s", o.res.FinalOutput)
 		}
-		if o.res.Usage.TotalTokens == 0 {
-			t.Error("no usage recorded")
+		if o.res.Usage.TotalTokens != 0 {
+			t.Errorf("usage %+v: the scripted model uses no tokens", o.res.Usage)
 		}
 	})
 	t.Run("the agent cannot modify the mounted statements", func(t *testing.T) {
@@ -159,7 +159,12 @@ func TestTheAuditorReconcilesInTheNativeSandbox(t *testing.T) {
 			}
 		}
 		if tamper == nil || tamper.ExitCode == nil || *tamper.ExitCode == 0 {
-			t.Errorf("the write to statements/bank.csv did not fail: %+v", tamper)
+			t.Fatalf("the write to statements/bank.csv did not fail: %+v", tamper)
+		}
+		for _, e := range o.events {
+			if e.Type == trace.ToolResult && e.CallID == tamper.CallID && !strings.Contains(e.Output, "cannot create statements/bank.csv") {
+				t.Errorf("the trace does not say why the write failed; the tool's output was %q", e.Output)
+			}
 		}
 		if o.bankHash != before {
 			t.Error("the host's statements/bank.csv changed")

@@ -51,6 +51,9 @@ type BackendOptions struct {
 	Logger    *slog.Logger
 	Image     string
 	Warn      io.Writer
+	// Server is the agentbox serve address of the remote backend
+	// (--server); empty: $AGENTBOX_SERVER.
+	Server string
 }
 
 // Backend makes a backend's client.
@@ -177,4 +180,3 @@ Environment:
 	}
 	return root
 }
-

@@ -88,6 +88,9 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
 			if err := a.needsFull(sf.backend); err != nil {
 				return err
 			}
+			if err := sf.checkRemote(cmd.Flags()); err != nil {
+				return err
+			}
 			spec, err := sf.exec.buildSpec()
 			if err != nil {
 				return Fail(fmt.Errorf("exec: %w", err))

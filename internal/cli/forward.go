@@ -48,7 +48,7 @@ var Catalog = []Entry{
 }
 
 // CatalogBackends are the backends that only agentbox-full links.
-var CatalogBackends = []string{"docker"}
+var CatalogBackends = []string{"docker", "remote"}
 
 // ForwardCatalog makes a's program run the Catalog's commands and
 // backends in agentbox-full.

@@ -15,6 +15,7 @@ type sandboxFlags struct {
 	exec      execFlags
 	workspace workspaceFlags
 	backend   string
+	server    string
 	verbose   bool
 }
 
@@ -33,7 +34,8 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.user, "user", "", "run as `UID[:GID]` inside the sandbox (default 1000:1000)")
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
 	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
-	fl.StringVar(&sf.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, or local (confines NOTHING; development only)")
+	fl.StringVar(&sf.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, remote (an agentbox serve; see --server), or local (confines NOTHING; development only)")
+	fl.StringVar(&sf.server, "server", "", "the agentbox serve `ADDR` of --backend remote: http(s)://HOST:PORT or unix:PATH (default $AGENTBOX_SERVER; the API key is $AGENTBOX_TOKEN)")
 	fl.BoolVarP(&sf.verbose, "verbose", "v", false, "log what the backend does")
 	fl.StringVar(&wf.manifest, "manifest", "", "workspace manifest (`FILE`, YAML or JSON) materialized before the command runs")
 	fl.StringVar(&wf.snapshot, "snapshot", "", "seed the workspace from snapshot `ID` (agentbox snapshot ls)")
@@ -43,7 +45,25 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 
 // shaping are the names of the flags that shape a new sandbox.
 var shaping = []string{"workspace", "ro", "rw", "network", "memory", "pids", "cpus", "disk", "env", "user",
-	"allow-weaker", "image", "backend", "manifest", "snapshot", "save-snapshot", "store"}
+	"allow-weaker", "image", "backend", "server", "manifest", "snapshot", "save-snapshot", "store"}
+
+// localOnly are the shaping flags that name this host's files, which a
+// remote backend's server cannot read.
+var localOnly = []string{"manifest", "snapshot", "save-snapshot", "store"}
+
+// checkRemote refuses, for --backend remote, the flags that name this
+// host's manifest or snapshot store: the session runs on the server.
+func (sf *sandboxFlags) checkRemote(fl *pflag.FlagSet) error {
+	if sf.backend != "remote" {
+		return nil
+	}
+	for _, n := range localOnly {
+		if fl.Changed(n) {
+			return Failf("--%s names this host's files, and --backend remote runs the session on the server; use the server's API for its snapshots (a workspace or mount must lie under the tenant's host base on the server)", n)
+		}
+	}
+	return nil
+}
 
 // changed lists the shaping flags given on the command line.
 func (sf *sandboxFlags) changed(fl *pflag.FlagSet) []string {
@@ -64,7 +84,7 @@ func (sf *sandboxFlags) backendOptions(pw *preparedWorkspace) BackendOptions {
 	}
 	bo := BackendOptions{
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-		Image:  sf.exec.image, Warn: os.Stderr,
+		Image:  sf.exec.image, Warn: os.Stderr, Server: sf.server,
 	}
 	if pw.store != nil {
 		bo.Snapshots = pw.store

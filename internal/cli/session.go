@@ -207,7 +207,10 @@ func (a *App) sessionCreate() *cobra.Command {
 				return Failf("session create: --timeout %s: must be positive (0 means no limit)", timeout)
 			}
 			spec.Policy.Resources.ExecTimeout = timeout
-			if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
+			if err := sf.checkRemote(cmd.Flags()); err != nil {
+				return err
+			}
+			if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList && sf.backend != "remote" {
 				// The egress proxy runs in the process that makes the
 				// session, and this one exits: a session's commands would
 				// find no way out, which is not the allow-list asked for.

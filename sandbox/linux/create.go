@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/sandbox/linux/control"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/owned"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 )
@@ -256,7 +257,7 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles,
 		}
 	}
 	if spec.Snapshot != "" {
-		if err := c.restore(ctx, spec.Snapshot, ws); err != nil {
+		if err := c.restore(ctx, spec.Snapshot, ws, spec.Workspace != ""); err != nil {
 			return err
 		}
 		st.Snapshot = spec.Snapshot
@@ -348,10 +349,22 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 	return nil
 }
 
-// restore seeds dir from a snapshot.
-func (c *Client) restore(ctx context.Context, ref, dir string) error {
+// restore seeds dir from a snapshot. A store restores as this process,
+// so into a directory someone owns (theirs) the tree is given to that
+// owner before it is moved into place (owned.Restore): otherwise, as
+// root, the restored files would be root's on the host, and through the
+// idmapped workspace no one's inside the sandbox. A workspace the backend
+// made is this process's own (a mount point, restored into in place).
+func (c *Client) restore(ctx context.Context, ref, dir string, theirs bool) error {
 	if c.opts.Snapshots == nil {
 		return sandbox.Errorf(sandbox.ErrInvalid, "linux: spec names snapshot %s but the client has no snapshot store", ref)
+	}
+	if theirs {
+		p, err := owned.Restore(ctx, c.opts.Snapshots, ref, dir, nil)
+		if err != nil {
+			return sandbox.Wrap("linux: restore snapshot "+ref, nil, err)
+		}
+		return p.Close()
 	}
 	if err := c.opts.Snapshots.Restore(ctx, ref, dir); err != nil {
 		return sandbox.Wrap("linux: restore snapshot "+ref, nil, err)

@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -31,6 +32,9 @@ func testClose(t *testing.T, s *suite) {
 	}
 	if _, err := sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("exec after close: err = %v, want ErrClosed", err)
+	} else if msg := err.Error(); !strings.Contains(msg, sess.ID()) || !strings.Contains(msg, "closed") {
+		// A bare "exec: session ID" leaves the reader to guess.
+		t.Fatalf("exec after close: %q does not say that session %s is closed", msg, sess.ID())
 	}
 	if _, err := sess.Start(ctx(t), sandbox.ExecRequest{Cmd: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("start after close: err = %v, want ErrClosed", err)

@@ -46,6 +46,10 @@ type Session struct {
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	// Snapshot is the latest snapshot taken of its workspace.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Workspace is the workspace's directory on the server's host, and
+	// OwnsWorkspace says the session made it (and removes it).
+	Workspace     string `json:"workspace,omitempty"`
+	OwnsWorkspace bool   `json:"owns_workspace,omitempty"`
 	// Spec is the spec it runs with, as the server completed it.
 	Spec sandbox.Spec `json:"spec"`
 }
@@ -108,6 +112,13 @@ type FileList struct {
 // Snapshot is the answer of POST /v1/sessions/{id}/snapshots.
 type Snapshot struct {
 	ID string `json:"id"`
+}
+
+// Backend is the answer of GET /v1/backend: the backend the server runs
+// sessions on and the policy parts it enforces on the server's host.
+type Backend struct {
+	Name     string         `json:"name"`
+	Enforces []sandbox.Part `json:"enforces"`
 }
 
 // SnapshotInfo is one of a tenant's snapshots.

@@ -118,7 +118,8 @@ func (m *Model) Respond(ctx context.Context, req model.Request) (*model.Response
 			})
 		}
 	}
-	resp.Usage = usage(req, resp)
+	// No model ran, so no token was used: Usage stays zero rather than an
+	// estimate that a trace or a run's total would show as real.
 	return resp, nil
 }
 
@@ -196,23 +197,4 @@ func excerpt(s string) string {
 		return s
 	}
 	return s[:max] + fmt.Sprintf("\n[... %d more bytes]", len(s)-max)
-}
-
-// usage counts bytes/4 ("about four bytes a token") so traces carry
-// deterministic figures.
-func usage(req model.Request, resp *model.Response) model.Usage {
-	in := len(req.Instructions)
-	for _, t := range req.Tools {
-		in += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
-	for _, it := range req.Input {
-		in += len(it.Text) + len(it.Name) + len(it.Arguments) + len(it.Output)
-	}
-	out := 0
-	for _, it := range resp.Output {
-		out += len(it.Text) + len(it.Name) + len(it.Arguments)
-	}
-	u := model.Usage{InputTokens: int64((in + 3) / 4), OutputTokens: int64((out + 3) / 4)}
-	u.TotalTokens = u.InputTokens + u.OutputTokens
-	return u
 }

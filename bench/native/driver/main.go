@@ -14,8 +14,8 @@
 //
 // It needs root (the linux backend does) and is normally run by
 // bench/native/run.sh. Its sessions run agentbox-init when it sits next
-// to the driver (run.sh builds both into bin/), else the driver itself,
-// so it calls linux.Main first.
+// to the driver (run.sh builds both into bin/), else the driver itself
+// (the backend's init package takes such a process over before main).
 package main
 
 import (

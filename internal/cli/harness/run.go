@@ -73,8 +73,8 @@ Every run writes a JSONL trace (--trace, default under the user cache
 directory); show it with 'agentbox trace show FILE'. When
 OTEL_EXPORTER_OTLP_ENDPOINT is set, spans are also exported over OTLP/HTTP.
 
-Exit status: 0 when the agent answered (and promotion passed), 125 when
-the run or the promotion failed.`,
+Exit status: 0 when the agent answered (and promotion passed), 130 when
+Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 		Example: `  # offline, with the scripted model, in the native sandbox
   agentbox run --agent examples/reconcile/agent.yaml "Reconcile March"
 
@@ -117,7 +117,7 @@ the run or the promotion failed.`,
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
 	fl.StringVar(&f.resume, "resume", "", "resume the session saved in state `FILE` (see --save-state) instead of creating one")
 	fl.StringVar(&f.saveState, "save-state", "", "write the session's state to `FILE` after the run, to --resume it later (keep the workspace with --workspace or --save-snapshot)")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final answer, errors, and what --save-snapshot and --save-state ask for: no progress, promotion table or trace path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what the backend does")
 	return cmd
 }
@@ -228,7 +228,16 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 			fmt.Fprintf(stderr, "agentbox: %v\n", err)
 		}
 	}()
+	// The model's key never belongs in the record; nor does what the agent
+	// file names as secret.
+	tw.Redactor().AddSecret(os.Getenv("OPENAI_API_KEY"))
+	for _, p := range file.Redact {
+		if err := tw.Redactor().AddPattern(p); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
 
+	parent := ctx
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -264,6 +273,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 			rec, err := artifact.Promote(ctx, src, rules, promoteTo, artifact.PromoteOptions{
 				RunID: res.RunID, TraceID: res.TraceID, NewSession: artifact.FreshSessionLike(client, sess),
 			})
+			_ = tw.Emit(promotionEvent(promoteTo, rec, err))
 			if err != nil {
 				var re *artifact.RejectedError
 				if errors.As(err, &re) {
@@ -290,7 +300,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 	} else if res != nil && res.FinalOutput != "" {
 		fmt.Fprintln(stdout, strings.TrimRight(res.FinalOutput, "\n"))
 	}
-	if out.Promoted != nil && !f.asJSON {
+	if out.Promoted != nil && !f.asJSON && !f.quiet {
 		printPromoted(stderr, out.Promoted, promoteTo)
 		for _, fr := range out.Promoted.Files {
 			if strings.HasSuffix(fr.Path, "report.md") {
@@ -312,10 +322,16 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 			fmt.Fprintf(stderr, "state: %s\n", f.saveState)
 		}
 	}
-	fmt.Fprintf(stderr, "trace: %s\n", tracePath)
+	if !f.quiet || runErr != nil {
+		fmt.Fprintf(stderr, "trace: %s\n", tracePath)
+	}
 	if runErr != nil {
 		for _, v := range out.Rejected {
 			fmt.Fprintf(stderr, "  rejected: %s\n", v)
+		}
+		if ctx.Err() != nil && parent.Err() == nil {
+			// Ended by Ctrl-C or SIGTERM: exit as a shell reports SIGINT.
+			return &cli.ExitError{Code: cli.ExitInterrupted, Err: fmt.Errorf("run: interrupted: %w", runErr)}
 		}
 		return fmt.Errorf("run: %w", runErr)
 	}
@@ -353,4 +369,25 @@ func openTrace(ctx context.Context, path, agentName string) (string, *trace.Writ
 		}
 	}
 	return path, tw, nil
+}
+
+// promotionEvent records a promotion in the trace: each file's hash, or
+// the rules it broke, or why it failed.
+func promotionEvent(dest string, rec *artifact.Record, err error) trace.Event {
+	e := trace.Event{Type: trace.Promotion, Dest: dest}
+	if rec != nil {
+		for _, f := range rec.Files {
+			e.Files = append(e.Files, trace.PromotedFile{Path: f.Path, SHA256: f.SHA256, Size: f.Size})
+		}
+	}
+	var re *artifact.RejectedError
+	switch {
+	case errors.As(err, &re):
+		for _, v := range re.Violations {
+			e.Rejected = append(e.Rejected, v.String())
+		}
+	case err != nil:
+		e.Err = err.Error()
+	}
+	return e
 }

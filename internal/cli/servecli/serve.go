@@ -23,9 +23,10 @@ import (
 	"github.com/agentbox/agentbox/server"
 )
 
-// Register links the serve command into a.
+// Register links the serve command and the remote backend into a.
 func Register(a *cli.App) {
 	a.Add(Serve)
+	a.AddBackend("remote", Remote, nil)
 }
 
 // defaultData is the server's data directory when --data is not given.
