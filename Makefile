@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin/agentbox
 DEMO_OUT ?= $(CURDIR)/out/reconcile
 
-.PHONY: all build setup demo test test-race vet bench clean
+.PHONY: all build setup setup-test demo test test-race vet bench clean
 
 all: build
 
@@ -29,8 +29,12 @@ vet:
 
 # test runs every test, the escape tests and the Docker conformance suite
 # included (as root; CI=true turns skips of those into failures).
-test: setup vet
+test: setup-test vet
 	bash scripts/test.sh
+
+# setup-test is setup plus what only the tests need (a headless browser).
+setup-test:
+	bash scripts/setup.sh test
 
 bench: build
 	bash bench/run.sh

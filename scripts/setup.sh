@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what agentbox's tests, demo and benchmarks need on a fresh Debian
-# 12 host, and builds the Docker base image when an engine answers.
+# Installs what agentbox's demo and benchmarks need on a fresh Debian 12 host
+# (`setup.sh test`: and what the tests need), and builds the Docker base
+# image when an engine answers.
 # Idempotent: packages already present and an up-to-date image are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,11 @@ declare -A need=(
 	[bubblewrap]=bwrap [util-linux]=unshare [iproute2]=ip [iptables]=iptables
 	[curl]=curl
 )
+# The tests also open the HTML trace in a headless browser
+# (trace/html_test.go); the demo does not need one.
+if [[ ${1:-} == test ]]; then
+	need[chromium]=chromium
+fi
 missing=()
 for pkg in "${!need[@]}"; do
 	command -v "${need[$pkg]}" >/dev/null 2>&1 || missing+=("$pkg")

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +23,8 @@ func Trace(a *cli.App) *cobra.Command {
 }
 
 func newTraceShowCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, asHTML bool
+	var output string
 	var opts trace.TimelineOptions
 	cmd := &cobra.Command{
 		Use:   "show FILE",
@@ -37,21 +40,48 @@ lines; --full shows them whole.
 
 The trace holds no secret: every text passes a redactor (common key and
 token shapes, the credentials the egress proxy injects, the model's API
-key, and the agent file's redact patterns) before it is written.`,
+key, and the agent file's redact patterns) before it is written.
+
+--html writes the trace as one self-contained HTML page for a reviewer
+(the run's facts and counts, each turn with its tool calls, commands,
+durations, violations, inputs and outputs, and the promoted files with
+their hashes); it loads nothing and runs no script, so it can be mailed
+or archived with the outputs.`,
 		Example: `  agentbox run --agent agent.yaml --trace run.jsonl "reconcile"
-  agentbox trace show run.jsonl`,
+  agentbox trace show run.jsonl
+  agentbox trace show --html -o run.html run.jsonl`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			evs, err := trace.Read(args[0])
 			if err != nil {
 				return cli.Fail(err)
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(evs)
+			if asJSON && asHTML {
+				return cli.Fail(errors.New("trace show: --json and --html each choose the output format; give one"))
 			}
-			if err := trace.RenderTimeline(cmd.OutOrStdout(), evs, opts); err != nil {
+			w := cmd.OutOrStdout()
+			if output != "" {
+				f, err := os.Create(output)
+				if err != nil {
+					return cli.Fail(fmt.Errorf("trace show: %w", err))
+				}
+				defer f.Close()
+				w = f
+			}
+			switch {
+			case asJSON:
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(evs)
+			case asHTML:
+				err = trace.RenderHTML(w, evs)
+			default:
+				err = trace.RenderTimeline(w, evs, opts)
+			}
+			if err == nil && output != "" {
+				err = w.(*os.File).Close()
+			}
+			if err != nil {
 				return cli.Fail(fmt.Errorf("trace show: %w", err))
 			}
 			return nil
@@ -59,5 +89,7 @@ key, and the agent file's redact patterns) before it is written.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as one JSON array instead")
 	cmd.Flags().BoolVar(&opts.Full, "full", false, "print tool inputs, outputs and instructions whole")
+	cmd.Flags().BoolVar(&asHTML, "html", false, "write one self-contained HTML page (open it in a browser)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to `FILE` instead of stdout")
 	return cmd
 }
