@@ -318,7 +318,7 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 			exclude = append(exclude, rel)
 		}
 	}
-	ref, err := s.c.opts.Snapshots.Save(ctx, s.workspace, exclude)
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.workspace, exclude, s.spec.Policy.Resources.DiskBytes)
 	if err != nil {
 		return "", sandbox.Wrap("docker: snapshot session "+s.id, nil, err)
 	}
