@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,5 +303,79 @@ func waitEmpty(t *testing.T, dir string) {
 			t.Fatalf("left behind in the state directory: %v", left)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// withBearer adds the bearer token to every request.
+type withBearer struct{ token string }
+
+func (b withBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestMCPOverHTTPNeedsTheTokenAndClosesAClientsSandboxesWhenItLeaves(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin, home, stateDir := agentboxBinary(t), t.TempDir(), t.TempDir()
+	const token = "test-token-0123456789abcdef"
+	cmd := exec.Command(bin, "mcp", "--http", "127.0.0.1:0", "--trace-dir", "")
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+home, "AGENTBOX_STATE_DIR="+stateDir, "AGENTBOX_MCP_TOKEN="+token)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	var endpoint string
+	for endpoint == "" && lines.Scan() {
+		t.Logf("agentbox mcp: %s", lines.Text())
+		_, endpoint, _ = strings.Cut(lines.Text(), "serving MCP on ")
+	}
+	if endpoint == "" {
+		t.Fatalf("agentbox mcp --http did not say where it listens")
+	}
+	go func() {
+		for lines.Scan() {
+			t.Logf("agentbox mcp: %s", lines.Text())
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := http.Post(endpoint, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a request without the token got %s, want 401", resp.Status)
+	}
+
+	client := sdk.NewClient(&sdk.Implementation{Name: "http-test", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: withBearer{token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect with the token: %v", err)
+	}
+	e := &mcpEnv{t: t, cs: cs}
+	out := e.ok("exec", map[string]any{"cmd": "echo over http; sleep 600 >/dev/null 2>&1 &"})
+	if !strings.Contains(out, "over http") {
+		t.Fatalf("exec = %q", out)
+	}
+	e.refused("read_file", map[string]any{"path": "/etc/hostname/../../proc/1/environ"}, "workspace")
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	// The server still runs; the client's sandbox is gone.
+	waitEmpty(t, stateDir)
+	if cmd.ProcessState != nil {
+		t.Fatal("the server exited with its client")
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agentbox mcp --http after SIGTERM: %v", err)
 	}
 }
