@@ -30,6 +30,9 @@ type session struct {
 	g   *cgroups.Group
 	uid int
 	gid int
+	// path is the commands' PATH (sandboxPath), fixed when the session
+	// is opened.
+	path string
 
 	mu     sync.Mutex
 	st     sandbox.State // its Handles are h's, encoded by State
@@ -44,7 +47,7 @@ type session struct {
 func newSession(c *Client, st sandbox.State, h handles, g *cgroups.Group) *session {
 	uid, gid, _ := parseUser(st.Spec.User)
 	st.Handles = nil
-	return &session{c: c, st: st, h: h, g: g, uid: uid, gid: gid}
+	return &session{c: c, st: st, h: h, g: g, uid: uid, gid: gid, path: sandboxPath("/", st.Spec.Mounts)}
 }
 
 // ID is the session's id.
@@ -109,7 +112,7 @@ func (s *session) dial(op string) (*net.UnixConn, error) {
 // set, then the request's overrides. The host's is never inherited.
 func (s *session) env(req sandbox.ExecRequest) []string {
 	m := map[string]string{
-		"PATH":    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH":    s.path,
 		"HOME":    "/tmp",
 		"USER":    "sandbox",
 		"LOGNAME": "sandbox",
@@ -265,7 +268,7 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 			exclude = append(exclude, rel)
 		}
 	}
-	ref, err := s.c.opts.Snapshots.Save(ctx, s.st.Workspace, exclude)
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.st.Workspace, exclude, workspaceBound(s.st.Spec, s.h.WorkspaceTmpfs))
 	if err != nil {
 		return "", sandbox.Wrap("linux: snapshot", nil, err)
 	}
