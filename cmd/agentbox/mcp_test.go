@@ -138,7 +138,7 @@ func TestMCPClientListsTheSandboxTools(t *testing.T) {
 			t.Errorf("tool %s has no description or schema", tool.Name)
 		}
 	}
-	for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_close", "exec", "write_stdin", "read_file", "write_file", "list_dir", "apply_patch"} {
+	for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_close", "exec", "write_stdin", "read_file", "write_file", "list_dir", "apply_patch", "snapshot_save", "snapshot_restore"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tools %v lack %s", names, want)
 		}
@@ -377,5 +377,39 @@ func TestMCPOverHTTPNeedsTheTokenAndClosesAClientsSandboxesWhenItLeaves(t *testi
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("agentbox mcp --http after SIGTERM: %v", err)
+	}
+}
+
+func TestMCPSnapshotsAndResourcesOfAClientsOwnSandboxes(t *testing.T) {
+	e := startMCP(t)
+	id := sessionID(t, e.ok("sandbox_create", nil))
+	e.ok("write_file", map[string]any{"session_id": id, "path": "data/result.txt", "content": "42\n"})
+	out := e.ok("snapshot_save", map[string]any{"session_id": id})
+	snap, ok := strings.CutPrefix(strings.TrimSpace(out), "snapshot_id: ")
+	if !ok {
+		t.Fatalf("snapshot_save = %q", out)
+	}
+	restored := sessionID(t, e.ok("snapshot_restore", map[string]any{"snapshot_id": snap, "network": "none"}))
+	if restored == id {
+		t.Fatalf("snapshot_restore reused %s", id)
+	}
+	if out := e.ok("read_file", map[string]any{"session_id": restored, "path": "data/result.txt"}); out != "42\n" {
+		t.Fatalf("the restored sandbox holds %q", out)
+	}
+	e.refused("snapshot_restore", map[string]any{"snapshot_id": strings.Repeat("0", 64)}, "not a snapshot you saved")
+
+	ctx := context.Background()
+	res, err := e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "agentbox://session/" + restored + "/data/result.txt"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "42\n" {
+		t.Fatalf("workspace resource: %+v, %v", res, err)
+	}
+	res, err = e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "agentbox://trace/" + id})
+	if err != nil || !strings.Contains(res.Contents[0].Text, `"tool":"snapshot_save"`) {
+		t.Fatalf("trace resource: %+v, %v", res, err)
+	}
+	for _, uri := range []string{"agentbox://session/" + id + "/../../etc/passwd", "agentbox://session/someone-else/x", "agentbox://trace/someone-else"} {
+		if _, err := e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("read %s: no error", uri)
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/datadir"
 	"github.com/agentbox/agentbox/mcp"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/snapshot"
 )
 
 // Register links the mcp command into a.
@@ -34,6 +35,7 @@ type flags struct {
 	http      string
 	tokenFile string
 	idle      time.Duration
+	store     string
 }
 
 // tokenEnv holds the bearer token of --http when no --token-file names one.
@@ -48,7 +50,9 @@ func Command(app *cli.App) *cobra.Command {
 		Long: `Serve agentbox's sandboxes as Model Context Protocol tools, on stdin and
 stdout, for the MCP client that starts this command: sandbox_create,
 sandbox_list, sandbox_close, exec, write_stdin, read_file, write_file,
-list_dir and apply_patch. A client that only calls exec gets a sandbox made
+list_dir, apply_patch, snapshot_save and snapshot_restore; and as resources,
+each sandbox's files (agentbox://session/ID/PATH) and trace
+(agentbox://trace/ID). A client that only calls exec gets a sandbox made
 for it on its first call.
 
 The operator decides, the model does not: --policy FILE (its policy key, as
@@ -91,6 +95,7 @@ when it ends the session or stays idle past --idle-timeout.`,
 	fl.StringVar(&f.http, "http", "", "serve streamable HTTP on `ADDR` (host:port; path /mcp) instead of stdio; every request needs the bearer token")
 	fl.StringVar(&f.tokenFile, "token-file", "", "read --http's bearer token from `FILE` (default $"+tokenEnv+")")
 	fl.DurationVar(&f.idle, "idle-timeout", 30*time.Minute, "with --http, close a client's session and sandboxes after this long without a request")
+	fl.StringVar(&f.store, "store", datadir.Snapshots(), "snapshot store `DIR` of snapshot_save and snapshot_restore")
 	fl.StringVar(&f.traceDir, "trace-dir", filepath.Join(datadir.Dir(), "traces", "mcp"), "write each sandbox's JSONL trace in `DIR` (empty: no trace)")
 	return cmd
 }
@@ -108,7 +113,11 @@ func serve(cmd *cobra.Command, app *cli.App, f *flags) error {
 	if err != nil {
 		return err
 	}
-	client, err := app.OpenBackend(f.ceiling.Backend, f.ceiling.BackendOptions(nil))
+	store, err := snapshot.Open(f.store, snapshot.Options{})
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", f.store, err)
+	}
+	client, err := app.OpenBackend(f.ceiling.Backend, f.ceiling.BackendOptions(store))
 	if err != nil {
 		return err
 	}
