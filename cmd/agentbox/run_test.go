@@ -134,7 +134,7 @@ func TestRunFailsClearly(t *testing.T) {
 		want string
 	}{
 		{"without an agent file", []string{"run", "task"}, "--agent FILE is required"},
-		{"with an agent file that has an unknown key", []string{"run", "--agent", writeFile(t, "name: a\nbogus: 1\n"), "task"}, "field bogus not found"},
+		{"with an agent file that has an unknown key", []string{"run", "--agent", writeFile(t, "name: a\nbogus: 1\n"), "task"}, "agent file: line 2: unknown key bogus (known here: name, instructions"},
 		{"with a plan that runs out of steps", []string{"run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--plan", writeFile(t, "steps:\n  - call: {tool: exec_command, arguments: {cmd: 'true'}}\n"), "task"}, "plan"},
 		{"with a model server that is down", []string{"run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--provider", "openai-chat", "--base-url", "http://127.0.0.1:1/v1", "task"}, "http://127.0.0.1:1/v1"},
 	}

@@ -18,15 +18,25 @@ import (
 	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
-// initCmd is what a session container runs as pid 1: a shell that only
-// sleeps, and reaps the orphans the kernel gives it while it waits.
-// Commands arrive through the exec API. It ignores every signal a command
-// could send it, as the native init does: the kernel drops a signal sent
-// from inside a pid namespace to its init unless the init handles it, and
-// this shell handles none but SIGCHLD (docker-init, tini, which the engine
-// would inject with Init, forwards SIGTERM and its kind to its child, so
-// a command's kill -TERM 1 ended the session).
+// initCmd is what a detached session's container runs as pid 1: a shell
+// that only sleeps, and reaps the orphans the kernel gives it while it
+// waits. Commands arrive through the exec API. It ignores every signal a
+// command could send it, as the native init does: the kernel drops a
+// signal sent from inside a pid namespace to its init unless the init
+// handles it, and this shell handles none but SIGCHLD (docker-init,
+// tini, which the engine would inject with Init, forwards SIGTERM and its
+// kind to its child, so a command's kill -TERM 1 ended the session).
 var initCmd = []string{"/bin/sh", "-c", "trap '' " + initIgnored + "; while :; do sleep 2147483647; done"}
+
+// ownedInitCmd is initCmd for a session that belongs to the process that
+// made it: its foreground child reads the container's standard input,
+// which that process holds attached (its lifeline), and the init exits
+// when it ends. The engine closes the input when the attachment goes
+// (StdinOnce), which the kernel does when the process ends however it
+// ends (a crash, SIGPIPE, kill -9), and removes the container
+// (AutoRemove). A command that kills the reader gets another one; only
+// the end of the input ends the loop.
+var ownedInitCmd = []string{"/bin/sh", "-c", "trap '' " + initIgnored + "; until cat >/dev/null; do sleep 1; done"}
 
 // initIgnored are the signals the init ignores explicitly (SIG_IGN), so
 // that no handler the shell might install makes it killable: every
@@ -152,10 +162,14 @@ func engineGOARCH(machine string) string {
 func (c *Client) planContainer(id string, spec sandbox.Spec, b *bindSet, who identity, seccompJSON string, env map[string]string) (containerPlan, error) {
 	workdir := spec.Workdir
 	r := spec.Policy.Resources
+	init := initCmd
+	if !spec.Detached {
+		init = ownedInitCmd
+	}
 	cfg := &container.Config{
 		Image:      spec.Image,
-		Entrypoint: initCmd[:1],
-		Cmd:        initCmd[1:],
+		Entrypoint: init[:1],
+		Cmd:        init[1:],
 		User:       who.String(),
 		WorkingDir: workdir,
 		Env:        envList(env),
@@ -171,6 +185,13 @@ func (c *Client) planContainer(id string, spec sandbox.Spec, b *bindSet, who ide
 	for k, v := range spec.Labels {
 		cfg.Labels["agentbox.label."+k] = v
 	}
+	if spec.Detached {
+		cfg.Labels[labelDetached] = "true"
+	} else {
+		// The lifeline (see ownedInitCmd): the init's input, held
+		// attached by this process, closed by the engine when it goes.
+		cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
+	}
 	noInit := false // the init is initCmd's shell itself, not docker-init
 	hc := &container.HostConfig{
 		NetworkMode:    "none",
@@ -181,6 +202,9 @@ func (c *Client) planContainer(id string, spec sandbox.Spec, b *bindSet, who ide
 		IpcMode:        "private",
 		ShmSize:        shmSize,
 		MaskedPaths:    maskedPaths,
+		// A session of a process ends with it: the engine removes its
+		// container once the init exits.
+		AutoRemove: !spec.Detached,
 		Tmpfs: map[string]string{
 			"/tmp": "rw,nosuid,nodev,size=" + tmpSize + ",mode=1777",
 		},

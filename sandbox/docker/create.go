@@ -120,6 +120,15 @@ func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, works
 		}
 		return nil, c.unavailable("docker: look for "+initCmd[0]+" in container "+shortID(created.ID), err)
 	}
+	if !spec.Detached {
+		// The lifeline, before the start: the init must find its input
+		// held. The connection lives until Close, or this process's end.
+		att, err := c.api.ContainerAttach(context.WithoutCancel(ctx), created.ID, client.ContainerAttachOptions{Stream: true, Stdin: true})
+		if err != nil {
+			return nil, c.unavailable("docker: attach the lifeline of container "+shortID(created.ID), err)
+		}
+		s.lifeline = att.Conn
+	}
 	if _, err := c.api.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		return nil, c.unavailable("docker: start container "+shortID(created.ID), err)
 	}
@@ -165,6 +174,9 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 	}
 	if cid != "" && st.Workspace != "" && dirExists(st.Workspace) {
 		insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
+		if err == nil && insp.Container.State != nil && (insp.Container.State.Status == "removing" || insp.Container.State.Status == "dead") {
+			err = cerrdefs.ErrNotFound // on its way out: gone
+		}
 		switch {
 		case err == nil:
 			var user string

@@ -294,8 +294,9 @@ func TestGCReapsOrphansAndSparesLiveSessions(t *testing.T) {
 	// that kill theirs.
 	c := testClient(t)
 	live := newSession(t, c, sandbox.Spec{})
-	// Stopped for a later Resume by a live process: not an orphan.
-	stopped := newSession(t, c, sandbox.Spec{})
+	// Detached, stopped for a later Resume: not an orphan. (A session
+	// of a process is removed when it stops.)
+	stopped := newSession(t, c, sandbox.Spec{Detached: true})
 	if err := stopped.Stop(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +436,8 @@ func TestResumeRestartsAStoppedContainerAndRebuildRecreatesARemovedOne(t *testin
 	c := testClient(t)
 	t.Parallel()
 	ctx := testCtx(t)
-	sess := newSession(t, c, sandbox.Spec{})
+	// Detached: the engine removes a session of a process once it stops.
+	sess := newSession(t, c, sandbox.Spec{Detached: true})
 	if err := sess.WriteFile(ctx, "kept.txt", []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}

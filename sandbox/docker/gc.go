@@ -25,9 +25,11 @@ type GCOptions struct {
 
 // GC removes agentbox containers (those labelled agentbox.session) that
 // are orphans: created on this host by a process that no longer exists
-// (a crashed agentbox), or with no owner at all. Containers of live
-// agentbox processes (running, still starting, or stopped for a later
-// Resume), and of other hosts sharing the engine, are left alone.
+// (a crashed agentbox whose container the engine did not remove with it),
+// or with no owner at all. Containers of live agentbox processes
+// (running, still starting), detached sessions (Spec.Detached: they
+// outlive their maker until removed), and other hosts' containers are
+// left alone.
 func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
 	list, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelSession)})
 	if err != nil {
@@ -40,6 +42,8 @@ func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
 		reason := ""
 		pid, _ := strconv.Atoi(ct.Labels[labelOwnerPID])
 		switch {
+		case ct.Labels[labelDetached] == "true":
+			continue // it outlives its maker: session rm removes it
 		case ct.Labels[labelOwnerHost] != me:
 			continue // another host's agentbox: its pid means nothing here
 		case pid <= 0:

@@ -25,6 +25,7 @@ const (
 	labelOwnerPID  = "agentbox.owner-pid"  // container: pid of the agentbox process that made it
 	labelOwnerHost = "agentbox.owner-host" // container: host name of that process
 	labelCreated   = "agentbox.created"    // container: RFC 3339 creation time
+	labelDetached  = "agentbox.detached"   // container: "true" when it outlives its maker (Spec.Detached)
 )
 
 // BuildOptions control BuildBaseImage.

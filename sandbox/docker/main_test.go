@@ -15,6 +15,9 @@ import (
 var engineErr error
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(ownerHelperEnv); mode != "" {
+		runOwnerHelper(mode)
+	}
 	c, err := New(Options{})
 	if err != nil {
 		engineErr = err

@@ -133,12 +133,12 @@ func (s *session) prepareWorkspace(ctx context.Context, reuse string, recorded *
 		// MkdirTemp made it 0700 and ours, in a sticky directory: no one
 		// else can enter, rename or replace it before it is given away.
 		if snap != "" {
-			ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, dir, makeAs)
+			ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, dir, makeAs, s.spec.Policy.Resources.DiskBytes)
 		} else if ws, err = owned.Open(dir); err == nil {
 			err = ws.Chown(*makeAs)
 		}
 	case snap != "":
-		ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, s.spec.Workspace, makeAs)
+		ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, s.spec.Workspace, makeAs, s.spec.Policy.Resources.DiskBytes)
 	default:
 		ws, _, err = owned.Make(s.spec.Workspace, 0o755, makeAs)
 	}

@@ -161,7 +161,8 @@ func TestAWorkspacePathReplacedWhileStoppedIsNotBoundAgain(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	ws := ownedDir(t, 1000, 1000, 0o755)
-	sess := newSession(t, c, sandbox.Spec{Workspace: ws})
+	// Detached: the engine removes a session of a process once it stops.
+	sess := newSession(t, c, sandbox.Spec{Workspace: ws, Detached: true})
 	st := sess.State()
 	if err := sess.Stop(ctx); err != nil {
 		t.Fatal(err)

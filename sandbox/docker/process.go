@@ -65,14 +65,31 @@ import (
 // pipes through /proc/<pid>/fd (take its line, send its "go"); that is
 // another command attacking this one, not this command steering its own
 // kill, and it has its own limits to answer to.
-var wrapperScript = oomScore + `m() { printf '%s %s %s\n' "$0" $$ "${20}"; }; read -r l </proc/$$/stat; m ${l##*) }; read -r a && [ "$a" = go ] || kill -KILL $$; exec "$@"`
+var wrapperScript = oomScore + marker + watchdog + `read -r a && [ "$a" = go ] || kill -KILL $$; w "$1" "$2"; shift 2; exec "$@"`
 
 // ttyWrapperScript is wrapperScript for a terminal exec: it does not wait
 // for a go-ahead (see above), and it sets the terminal size before the
 // command starts, since engines before API 1.42 ignore the size given at
 // exec creation (a resize after start races with the command's first look
 // at its terminal).
-var ttyWrapperScript = oomScore + `m() { printf '%s %s %s\n' "$0" $$ "${20}"; }; read -r l </proc/$$/stat; m ${l##*) }; [ "$1" -gt 0 ] && stty rows "$1" cols "$2" 2>/dev/null; shift 2; exec "$@"`
+var ttyWrapperScript = oomScore + marker + watchdog + `[ "$1" -gt 0 ] && stty rows "$1" cols "$2" 2>/dev/null; w "$3" "$4"; shift 4; exec "$@"`
+
+// marker prints the wrapper's first line, "<tag> <pid> <starttime>" ($0
+// is the tag), and keeps the start time in $s.
+const marker = `m() { s=${20}; printf '%s %s %s\n' "$0" $$ "$s"; }; read -r l </proc/$$/stat; m ${l##*) }; `
+
+// watchdog defines w SECONDS KILLER: the command's timeout, enforced
+// inside the container, so that it holds when agentbox is gone (a
+// detached session's exec whose agentbox was killed). A process of its
+// own (forked twice: no child of the command, which may wait for all of
+// its children; in its session, so a Kill takes it too) with no
+// standard streams (the exec's output ends when the command's does)
+// looks once a second whether the command (pid $$, start time $s) still
+// runs, leaves when it does not, and at the deadline becomes the killer
+// (exec: no fork needed, so a pids limit the command exhausted does not
+// stop it). The deadline is read from /proc/uptime in whole seconds and
+// rounded up, so it is never early and at most two seconds late.
+const watchdog = `w() { [ "$1" -gt 0 ] 2>/dev/null || return 0; k=$2; ( (exec </dev/null >/dev/null 2>&1; read -r u _ </proc/uptime; d=$((${u%.*}+$1+1)); while read -r l </proc/$$/stat; do set -- ${l##*) }; [ "${20}" = "$s" ] || exit 0; read -r u _ </proc/uptime; [ "${u%.*}" -lt "$d" ] || exec sh -c "$k" $$ "$s"; sleep 1; done) & ) }; `
 
 // oomScore starts both wrappers: the command gets commandOOMScore, which
 // it inherits across the exec (quietly: an image whose /proc refuses it
@@ -159,11 +176,15 @@ type process struct {
 	started  string // its starttime, from the wrapper
 
 	killed     atomic.Bool
-	killEnded  atomic.Int64 // when Kill returned (unix nanoseconds), or 0
-	killedAll  atomic.Bool  // Kill had to kill the whole container
-	mainKilled atomic.Bool  // the killer SIGKILLed the command itself
-	exited     atomic.Bool  // the engine said the exec ended
-	denials0   int          // egress refusals before the start
+	killEnded  atomic.Int64  // when Kill returned (unix nanoseconds), or 0
+	killedAll  atomic.Bool   // Kill had to kill the whole container
+	mainKilled atomic.Bool   // the killer SIGKILLed the command itself
+	exited     atomic.Bool   // the engine said the exec ended
+	denials0   int           // egress refusals before the start
+	timeout    time.Duration // the command's own, which deadline and its watchdog enforce
+	begun      time.Time
+	deadline   *time.Timer // kills the command at its timeout
+	timedOut   atomic.Bool // deadline killed it
 	closeOnce  sync.Once
 	waitMu     sync.Mutex
 	status     *sandbox.ExitStatus
@@ -186,9 +207,16 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 		}
 	}
 	tag := newTag()
-	cmd := append([]string{"/bin/sh", "-c", wrapperScript, tag}, req.Cmd...)
+	timeout := req.EffectiveTimeout(s.spec.Policy)
+	// The watchdog is for a detached session's commands, which may
+	// outlive agentbox; a session of a process ends with it.
+	secs := "0"
+	if s.spec.Detached {
+		secs = strconv.FormatInt(int64((timeout+time.Second-1)/time.Second), 10)
+	}
+	cmd := append([]string{"/bin/sh", "-c", wrapperScript, tag, secs, killerScript}, req.Cmd...)
 	if req.TTY {
-		cmd = append([]string{"/bin/sh", "-c", ttyWrapperScript, tag, strconv.Itoa(int(req.Rows)), strconv.Itoa(int(req.Cols))}, req.Cmd...)
+		cmd = append([]string{"/bin/sh", "-c", ttyWrapperScript, tag, strconv.Itoa(int(req.Rows)), strconv.Itoa(int(req.Cols)), secs, killerScript}, req.Cmd...)
 	}
 	opts := client.ExecCreateOptions{
 		Cmd:          cmd,
@@ -216,9 +244,17 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 			_, _ = s.c.api.ExecResize(context.WithoutCancel(ctx), created.ID, client.ExecResizeOptions{Height: uint(req.Rows), Width: uint(req.Cols)})
 		}()
 	}
-	p := &process{s: s, execID: created.ID, tag: tag, tty: req.TTY, conn: att.HijackedResponse, copied: make(chan struct{})}
+	p := &process{s: s, execID: created.ID, tag: tag, tty: req.TTY, conn: att.HijackedResponse, copied: make(chan struct{}), timeout: timeout, begun: time.Now()}
 	if s.proxy != nil {
 		p.denials0 = len(s.proxy.Denials())
+	}
+	if timeout > 0 {
+		// The command's timeout holds whoever waits for it (Exec, or
+		// a caller of Start that does not count).
+		p.deadline = time.AfterFunc(timeout, func() {
+			p.timedOut.Store(true)
+			_ = p.Kill(context.Background())
+		})
 	}
 	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY)
 	outR, outW := io.Pipe()
@@ -253,6 +289,9 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 // attach stream.
 func (p *process) Close() error {
 	p.closeOnce.Do(func() {
+		if p.deadline != nil {
+			p.deadline.Stop()
+		}
 		select {
 		case <-p.copied:
 		default:
@@ -445,7 +484,19 @@ func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
 			if p.mainKilled.Load() {
 				code = 128 + int(unix.SIGKILL)
 			}
-			return p.s.describeExit(ctx, code, p.killed.Load())
+			if p.deadline != nil {
+				p.deadline.Stop()
+			}
+			st, err := p.s.describeExit(ctx, code, p.killed.Load())
+			watchdog := st.Signal == "SIGKILL" && !st.OOMKilled && !p.killed.Load() && p.timeout > 0 && time.Since(p.begun) >= p.timeout
+			if err == nil && (p.timedOut.Load() || watchdog) {
+				// Killed by deadline, or by its watchdog (a SIGKILL
+				// agentbox did not send, the kernel's OOM counter
+				// does not explain, after the timeout).
+				st.TimedOut = true
+				st.Violations = append(st.Violations, sandbox.ExecTimeoutViolation(p.timeout))
+			}
+			return st, err
 		}
 		if t := p.killEnded.Load(); t != 0 && time.Since(time.Unix(0, t)) > exitAfterKill {
 			// The tree, or the container, was killed long ago; an

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path"
 	"strconv"
 	"strings"
@@ -71,11 +72,16 @@ type session struct {
 	snapshot  string
 	closed    bool
 	expired   bool
+	stopped   bool   // Stop was called
 	deadWhy   string // set when agentbox killed the whole container
 	oomSeen   int64
 	timer     *time.Timer
 	extraDown func() // releases the egress attachment, if any
-	proxy     *egress.Proxy
+	// lifeline is the attachment of the init's input that ends the
+	// session with this process (see ownedInitCmd); nil for a detached
+	// session, or one this process resumed.
+	lifeline net.Conn
+	proxy    *egress.Proxy
 }
 
 func (s *session) ID() string { return s.id }
@@ -141,29 +147,40 @@ func (s *session) checkAlive(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	insp, err := s.c.api.ContainerInspect(ctx, s.containerID, client.ContainerInspectOptions{})
-	if cerrdefs.IsNotFound(err) {
-		return sandbox.Wrap("docker: session "+s.id, sandbox.ErrNotFound, fmt.Errorf("container %s was removed outside agentbox", shortID(s.containerID)))
-	}
-	if err != nil {
+	removed := cerrdefs.IsNotFound(err)
+	var gone string // how the container is not running
+	switch st := insp.Container.State; {
+	case removed:
+		// A session of a process is removed by the engine once it
+		// stops (AutoRemove): what stopped it says more.
+		gone = fmt.Sprintf("container %s is gone", shortID(s.containerID))
+	case err != nil:
 		return s.c.unavailable("docker: inspect container "+shortID(s.containerID), err)
-	}
-	if st := insp.Container.State; st != nil && st.Paused {
+	case st != nil && st.Paused:
 		return s.pausedError()
-	}
-	if st := insp.Container.State; st != nil && !st.Running {
-		why := fmt.Sprintf("container %s is %s (exit code %d)", shortID(s.containerID), st.Status, st.ExitCode)
+	case st != nil && !st.Running:
+		gone = fmt.Sprintf("container %s is %s (exit code %d)", shortID(s.containerID), st.Status, st.ExitCode)
 		if st.OOMKilled {
-			why += ", killed by the OOM killer"
+			gone += ", killed by the OOM killer"
 		}
-		if why := s.killedWhy(); why != "" {
-			return sandbox.Wrap("docker: session "+s.id, sandbox.ErrClosed, errors.New("container was killed by agentbox: "+why))
-		}
-		if s.isExpired() {
-			return sandbox.Wrap("docker: session "+s.id, sandbox.ErrTimeout, errors.New(why+" after the session timeout"))
-		}
-		return sandbox.Wrap("docker: session "+s.id, sandbox.ErrClosed, errors.New(why+": stopped or killed outside agentbox"))
+	default:
+		return nil
 	}
-	return nil
+	op := "docker: session " + s.id
+	s.mu.Lock()
+	why, expired, stopped := s.deadWhy, s.expired, s.stopped
+	s.mu.Unlock()
+	switch {
+	case why != "":
+		return sandbox.Wrap(op, sandbox.ErrClosed, errors.New("container was killed by agentbox: "+why))
+	case expired:
+		return sandbox.Wrap(op, sandbox.ErrTimeout, errors.New(gone+" after the session timeout"))
+	case stopped:
+		return sandbox.Wrap(op, sandbox.ErrClosed, errors.New(gone+": the session was stopped"))
+	case removed:
+		return sandbox.Wrap(op, sandbox.ErrClosed, errors.New(gone+": stopped or removed outside agentbox"))
+	}
+	return sandbox.Wrap(op, sandbox.ErrClosed, errors.New(gone+": stopped or killed outside agentbox"))
 }
 
 func (s *session) killedWhy() string {
@@ -318,7 +335,7 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 			exclude = append(exclude, rel)
 		}
 	}
-	ref, err := s.c.opts.Snapshots.Save(ctx, s.workspace, exclude)
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.workspace, exclude, s.spec.Policy.Resources.DiskBytes)
 	if err != nil {
 		return "", sandbox.Wrap("docker: snapshot session "+s.id, nil, err)
 	}
@@ -328,13 +345,35 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 	return ref, nil
 }
 
-// Stop kills every process of the session by stopping the container; the
-// container and the workspace stay, so Resume can start it again.
+// Stop kills every process of the session by stopping the container. A
+// detached session's container and workspace stay, so Resume can start
+// it again; the engine removes a session of a process once it stops
+// (AutoRemove), and Resume then says ErrGone (Rebuild makes a new one
+// over the workspace).
 func (s *session) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 	timeout := 0
 	_, err := s.c.api.ContainerStop(ctx, s.containerID, client.ContainerStopOptions{Timeout: &timeout})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return s.c.unavailable("docker: stop container "+shortID(s.containerID), err)
+	}
+	if !s.spec.Detached {
+		// The engine removes it now (AutoRemove): once Stop returns,
+		// a Resume finds it gone rather than half removed.
+		wctx, cancel := context.WithTimeout(ctx, engineWait)
+		defer cancel()
+		for {
+			_, err := s.c.api.ContainerInspect(wctx, s.containerID, client.ContainerInspectOptions{})
+			if cerrdefs.IsNotFound(err) || wctx.Err() != nil {
+				return nil
+			}
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-wctx.Done():
+			}
+		}
 	}
 	return nil
 }
@@ -364,6 +403,9 @@ func (s *session) Close(ctx context.Context) error {
 	}
 	if down != nil {
 		down()
+	}
+	if s.lifeline != nil {
+		_ = s.lifeline.Close()
 	}
 	if s.root != nil {
 		_ = s.root.Close()
