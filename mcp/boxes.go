@@ -24,6 +24,8 @@ type owner struct {
 	mu    sync.Mutex
 	boxes map[string]*box
 	order []string
+	// snapshots are those this client saved, the only ones it restores.
+	snapshots []string
 }
 
 // box is one session and the harness tools bound to it.
@@ -112,6 +114,8 @@ type createRequest struct {
 	// Mounts names the operator's mounts to include (by target base
 	// name); nil: all of them.
 	Mounts []string
+	// Snapshot seeds the workspace.
+	Snapshot string
 }
 
 // create makes a session for o under the ceiling.
@@ -127,6 +131,7 @@ func (s *Server) create(ctx context.Context, o *owner, req createRequest) (*box,
 	spec := sandbox.Spec{
 		Policy:      pol,
 		Mounts:      mounts,
+		Snapshot:    req.Snapshot,
 		AllowWeaker: s.opts.AllowWeaker,
 		Detached:    s.opts.Keep,
 		Labels:      map[string]string{"agentbox.mcp": "true"},

@@ -72,6 +72,8 @@ func (s *Server) addTools() {
 		}
 		s.add(&sdk.Tool{Name: t.Spec.Name, Description: t.Spec.Description + " Paths are relative to /workspace.", InputSchema: schema}, s.fileTool(t.Spec.Name))
 	}
+	s.addSnapshotTools()
+	s.addResources()
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -98,6 +98,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, t *tenant) e
 	if err != nil {
 		return s.checked(l, err)
 	}
+	s.observe(t, res.Duration, len(res.Violations))
 	writeJSON(w, http.StatusOK, api.ExecResult{ExitStatus: res.ExitStatus, Stdout: res.Stdout, Stderr: res.Stderr,
 		Duration: api.Duration(res.Duration), OutputTruncated: res.OutputTruncated})
 	return nil

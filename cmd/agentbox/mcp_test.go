@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,7 +138,7 @@ func TestMCPClientListsTheSandboxTools(t *testing.T) {
 			t.Errorf("tool %s has no description or schema", tool.Name)
 		}
 	}
-	for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_close", "exec", "write_stdin", "read_file", "write_file", "list_dir", "apply_patch"} {
+	for _, want := range []string{"sandbox_create", "sandbox_list", "sandbox_close", "exec", "write_stdin", "read_file", "write_file", "list_dir", "apply_patch", "snapshot_save", "snapshot_restore"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tools %v lack %s", names, want)
 		}
@@ -300,5 +303,113 @@ func waitEmpty(t *testing.T, dir string) {
 			t.Fatalf("left behind in the state directory: %v", left)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// withBearer adds the bearer token to every request.
+type withBearer struct{ token string }
+
+func (b withBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestMCPOverHTTPNeedsTheTokenAndClosesAClientsSandboxesWhenItLeaves(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin, home, stateDir := agentboxBinary(t), t.TempDir(), t.TempDir()
+	const token = "test-token-0123456789abcdef"
+	cmd := exec.Command(bin, "mcp", "--http", "127.0.0.1:0", "--trace-dir", "")
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+home, "AGENTBOX_STATE_DIR="+stateDir, "AGENTBOX_MCP_TOKEN="+token)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stderr)
+	var endpoint string
+	for endpoint == "" && lines.Scan() {
+		t.Logf("agentbox mcp: %s", lines.Text())
+		_, endpoint, _ = strings.Cut(lines.Text(), "serving MCP on ")
+	}
+	if endpoint == "" {
+		t.Fatalf("agentbox mcp --http did not say where it listens")
+	}
+	go func() {
+		for lines.Scan() {
+			t.Logf("agentbox mcp: %s", lines.Text())
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := http.Post(endpoint, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a request without the token got %s, want 401", resp.Status)
+	}
+
+	client := sdk.NewClient(&sdk.Implementation{Name: "http-test", Version: "v0"}, nil)
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: withBearer{token}}}, nil)
+	if err != nil {
+		t.Fatalf("connect with the token: %v", err)
+	}
+	e := &mcpEnv{t: t, cs: cs}
+	out := e.ok("exec", map[string]any{"cmd": "echo over http; sleep 600 >/dev/null 2>&1 &"})
+	if !strings.Contains(out, "over http") {
+		t.Fatalf("exec = %q", out)
+	}
+	e.refused("read_file", map[string]any{"path": "/etc/hostname/../../proc/1/environ"}, "workspace")
+	if err := cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	// The server still runs; the client's sandbox is gone.
+	waitEmpty(t, stateDir)
+	if cmd.ProcessState != nil {
+		t.Fatal("the server exited with its client")
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("agentbox mcp --http after SIGTERM: %v", err)
+	}
+}
+
+func TestMCPSnapshotsAndResourcesOfAClientsOwnSandboxes(t *testing.T) {
+	e := startMCP(t)
+	id := sessionID(t, e.ok("sandbox_create", nil))
+	e.ok("write_file", map[string]any{"session_id": id, "path": "data/result.txt", "content": "42\n"})
+	out := e.ok("snapshot_save", map[string]any{"session_id": id})
+	snap, ok := strings.CutPrefix(strings.TrimSpace(out), "snapshot_id: ")
+	if !ok {
+		t.Fatalf("snapshot_save = %q", out)
+	}
+	restored := sessionID(t, e.ok("snapshot_restore", map[string]any{"snapshot_id": snap, "network": "none"}))
+	if restored == id {
+		t.Fatalf("snapshot_restore reused %s", id)
+	}
+	if out := e.ok("read_file", map[string]any{"session_id": restored, "path": "data/result.txt"}); out != "42\n" {
+		t.Fatalf("the restored sandbox holds %q", out)
+	}
+	e.refused("snapshot_restore", map[string]any{"snapshot_id": strings.Repeat("0", 64)}, "not a snapshot you saved")
+
+	ctx := context.Background()
+	res, err := e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "agentbox://session/" + restored + "/data/result.txt"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "42\n" {
+		t.Fatalf("workspace resource: %+v, %v", res, err)
+	}
+	res, err = e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "agentbox://trace/" + id})
+	if err != nil || !strings.Contains(res.Contents[0].Text, `"tool":"snapshot_save"`) {
+		t.Fatalf("trace resource: %+v, %v", res, err)
+	}
+	for _, uri := range []string{"agentbox://session/" + id + "/../../etc/passwd", "agentbox://session/someone-else/x", "agentbox://trace/someone-else"} {
+		if _, err := e.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("read %s: no error", uri)
+		}
 	}
 }
