@@ -79,7 +79,7 @@ type fileYAML struct {
 	Settings         settingsYAML    `yaml:"settings"`
 	MaxTurns         int             `yaml:"max_turns"`
 	RunAs            string          `yaml:"run_as"`
-	Policy           policyYAML      `yaml:"policy"`
+	Policy           PolicySpec      `yaml:"policy"`
 	Approvals        []approvalYAML  `yaml:"approvals"`
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
 	Redact           []string        `yaml:"redact"`
@@ -93,7 +93,10 @@ type settingsYAML struct {
 	Store           *bool    `yaml:"store"`
 }
 
-type policyYAML struct {
+// PolicySpec is a sandbox policy as files write it (an agent file's
+// policy key, the operator's file of agentbox mcp): sizes like 512M,
+// durations like 30s, network "none", "host" or a list of hosts.
+type PolicySpec struct {
 	// Network is "none", "host", or a list of allowed hosts.
 	Network        yaml.Node `yaml:"network"`
 	Memory         string    `yaml:"memory"`
@@ -410,9 +413,17 @@ func newCapability(name string, opts *yaml.Node, dir string) (Capability, error)
 	return nil, fmt.Errorf("unknown capability%s (known: %s)", suggest(name, known), strings.Join(known, ", "))
 }
 
+// Policy is the policy p describes, validated; each problem is reported,
+// prefixed with what (the file it comes from).
+func (p PolicySpec) Policy(what string) (sandbox.Policy, error) {
+	ps := problems{prefix: what + ": "}
+	pol := p.policy(func(...string) int { return 0 }, &ps)
+	return pol, ps.err()
+}
+
 // policy is the sandbox policy p describes; line finds a policy key's
 // line, and problems go to ps.
-func (p policyYAML) policy(line func(keys ...string) int, ps *problems) sandbox.Policy {
+func (p PolicySpec) policy(line func(keys ...string) int, ps *problems) sandbox.Policy {
 	var pol sandbox.Policy
 	switch p.Network.Kind {
 	case 0:
@@ -494,7 +505,11 @@ func contains(list []string, s string) bool {
 
 // problems collects what is wrong with an agent file, so that a user
 // fixes them all at once, as a manifest's ValidationError allows.
-type problems struct{ list []string }
+type problems struct {
+	list []string
+	// prefix names the file in each problem; default "agent file: ".
+	prefix string
+}
 
 // add records one problem at line (0 when it has none).
 func (ps *problems) add(line int, format string, args ...any) {
@@ -502,7 +517,11 @@ func (ps *problems) add(line int, format string, args ...any) {
 	if line > 0 {
 		at = fmt.Sprintf("line %d: ", line)
 	}
-	ps.list = append(ps.list, "agent file: "+at+fmt.Sprintf(format, args...))
+	prefix := ps.prefix
+	if prefix == "" {
+		prefix = "agent file: "
+	}
+	ps.list = append(ps.list, prefix+at+fmt.Sprintf(format, args...))
 }
 
 func (ps *problems) err() error {

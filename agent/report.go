@@ -32,3 +32,10 @@ func ReportExec(ctx context.Context, r ExecReport) {
 func withReporter(ctx context.Context, f func(ExecReport)) context.Context {
 	return context.WithValue(ctx, reporterKey{}, f)
 }
+
+// WithExecReporter returns ctx with f receiving what tools report through
+// ReportExec, for a caller of tools outside a run (the MCP server) that
+// records the commands they ran as the runner does.
+func WithExecReporter(ctx context.Context, f func(ExecReport)) context.Context {
+	return withReporter(ctx, f)
+}

@@ -60,6 +60,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 		return res, err
 	}
 	sess := o.sess
+	res.Inputs = o.inputs
 	tw.Redactor().AddSecret(credentialValues(sess.State().Spec.Policy)...)
 	progress(Event{Type: EventSession, Text: o.how})
 
@@ -140,6 +141,9 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 			return res, fmt.Errorf("agent: turn %d: model %s: %w", turn, a.Model.Name(), err)
 		}
 		res.Usage.Add(resp.Usage)
+		if resp.Model != "" && !slices.Contains(res.Models, resp.Model) {
+			res.Models = append(res.Models, resp.Model)
+		}
 		calls := resp.Calls()
 		callNames := make([]string, len(calls))
 		for i, c := range calls {

@@ -91,6 +91,13 @@ type Result struct {
 	RunID string `json:"run_id,omitempty"`
 	// Duration is the run's wall time.
 	Duration time.Duration `json:"duration"`
+	// Inputs are the hashes of what the manifest put in the session
+	// (empty for a session resumed or injected, which the runner did not
+	// fill).
+	Inputs []manifest.Input `json:"inputs,omitempty"`
+	// Models are the models the provider said answered, in first-answer
+	// order.
+	Models []string `json:"models,omitempty"`
 }
 
 // Runner runs agents. The zero Runner is ready to use.

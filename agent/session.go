@@ -23,6 +23,8 @@ type openedSession struct {
 	how string
 	// tempDirs are host directories the runner made and removes last.
 	tempDirs []string
+	// inputs are the hashes of what the manifest put in the session.
+	inputs []manifest.Input
 }
 
 // openSession resolves where the run works: an injected live session,
@@ -121,6 +123,13 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 			return fmt.Errorf("agent: materialize manifest into %s (a workspace that already holds the manifest's files: resume its session, or start from an empty directory): %w", dir, err)
 		}
 		return fmt.Errorf("agent: materialize manifest into %s: %w", dir, err)
+	}
+	for _, in := range mat.Inputs {
+		// A snapshot's files, not the scratch copy, are what the session
+		// holds; its mounts are read in place either way.
+		if spec.Snapshot == "" || in.Kind == "mount" {
+			o.inputs = append(o.inputs, in)
+		}
 	}
 	spec.Mounts = append(spec.Mounts, mat.Mounts...)
 	if spec.Workdir == "" && mat.Root != "" {

@@ -21,6 +21,8 @@ import (
 type PromoteOptions struct {
 	// RunID and TraceID are copied into the record.
 	RunID, TraceID string
+	// Run, when set, is copied into the record: what made the files.
+	Run *RunRecord
 	// NewSession starts the session in which the rules' validate commands
 	// run: a fresh one, that nothing else runs in (FreshSessionLike makes
 	// one like the agent's). Promote writes the staged copy of every file
@@ -133,7 +135,7 @@ func Promote(ctx context.Context, src Source, rules *Rules, dest string, opts Pr
 	rec := &Record{
 		Version: RecordVersion, RunID: opts.RunID, TraceID: opts.TraceID,
 		Time: opts.Now().UTC(), AgentboxVersion: Version, Source: src.Describe(),
-		Files: []FileRecord{},
+		Files: []FileRecord{}, Run: opts.Run,
 	}
 	for _, c := range p.cands {
 		typ := c.det.Type

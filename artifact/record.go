@@ -7,14 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
 // RecordName is the provenance record written beside promoted files.
 const RecordName = "agentbox-provenance.json"
 
-// RecordVersion is the version of the Record format.
-const RecordVersion = 1
+// RecordVersion is the version of the Record format: 2 added Run.
+const RecordVersion = 2
 
 // Version is the agentbox version named in records; by default the main
 // module's version from the build info. The CLI may set it at link time.
@@ -34,6 +35,30 @@ type Record struct {
 	AgentboxVersion string       `json:"agentbox_version"`
 	Source          string       `json:"source"`
 	Files           []FileRecord `json:"files"`
+	// Run says what made the files, when the promoter knows: the agent,
+	// its model, the task, the policy and the inputs.
+	Run *RunRecord `json:"run,omitempty"`
+}
+
+// RunRecord is the agent run a promotion's files came from.
+type RunRecord struct {
+	Agent string `json:"agent"`
+	// Provider and Model name the model asked ("openai-responses",
+	// "gpt-4.1"); ModelsAnswered are the models the provider said
+	// answered, when it says.
+	Provider       string   `json:"provider"`
+	Model          string   `json:"model"`
+	ModelsAnswered []string `json:"models_answered,omitempty"`
+	// Task is the run's input, as the user gave it.
+	Task string `json:"task"`
+	// Policy is the sandbox policy the run was held to (credentials are
+	// never serialized).
+	Policy sandbox.Policy `json:"policy"`
+	// Inputs are the hashes of what the manifest put before the agent
+	// (files written or copied, every file of a mount, git commits).
+	// Empty when the run resumed a session whose inputs an earlier run
+	// recorded.
+	Inputs []manifest.Input `json:"inputs"`
 }
 
 // FileRecord is one promoted file.

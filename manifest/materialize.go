@@ -2,6 +2,8 @@ package manifest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +52,10 @@ type Materialized struct {
 	// Files and Bytes count what was written (git clones excluded).
 	Files int
 	Bytes int64
+	// Inputs are the hashes of everything the manifest put before the
+	// agent: files written or copied, every file of every mount, the
+	// commit of each git checkout; in entry order.
+	Inputs []Input
 }
 
 // Materialize validates the manifest, then writes its files, dirs, local
@@ -96,9 +102,15 @@ func (m *Manifest) Materialize(ctx context.Context, dir string, opts Materialize
 		}
 		if e.entry.Mount != nil {
 			out.Mounts = append(out.Mounts, sandbox.Mount{Source: e.src, Target: p.root + "/" + e.path, ReadOnly: e.entry.Mount.IsReadOnly()})
+			ins, err := mountInputs(ctx, e.src, e.path)
+			if err != nil {
+				w.cleanup()
+				return nil, &sandbox.Error{Op: "manifest: materialize " + entryWhere(e.path), Err: err}
+			}
+			w.inputs = append(w.inputs, ins...)
 		}
 	}
-	out.Files, out.Bytes = w.files, w.done
+	out.Files, out.Bytes, out.Inputs = w.files, w.done, w.inputs
 	return out, nil
 }
 
@@ -155,6 +167,7 @@ type writer struct {
 	total    int64
 	progress func(done, total int64)
 	lastTick int64
+	inputs   []Input
 }
 
 // cleanup removes what was created, newest first. It goes through the
@@ -179,7 +192,7 @@ func (w *writer) entry(e planned) error {
 	switch {
 	case e.entry.File != nil:
 		f := e.entry.File
-		return w.writeFile(w.root, e.path, orDefault(f.Mode, 0o644), strings.NewReader(f.Content), w.made)
+		return w.writeFile(w.root, e.path, orDefault(f.Mode, 0o644), strings.NewReader(f.Content), w.made, &Input{Path: e.path, Kind: "file"})
 	case e.entry.Dir != nil, e.entry.Mount != nil:
 		mode := fs.FileMode(0o755)
 		if e.entry.Dir != nil {
@@ -208,7 +221,7 @@ func (w *writer) entry(e planned) error {
 			}
 			mode = fi.Mode().Perm()
 		}
-		return w.writeFile(w.root, e.path, mode, src, w.made)
+		return w.writeFile(w.root, e.path, mode, src, w.made, &Input{Path: e.path, Kind: "local_file", Source: e.src})
 	case e.entry.LocalDir != nil:
 		return w.copyDir(e)
 	case e.entry.GitRepo != nil:
@@ -230,8 +243,9 @@ func orDefault(m Mode, def fs.FileMode) fs.FileMode {
 }
 
 // writeFile creates p beneath dir exclusively, with mode, and copies r
-// into it; made is told what was created.
-func (w *writer) writeFile(dir int, p string, mode fs.FileMode, r io.Reader, made func(string)) error {
+// into it; made is told what was created. in, when set, is recorded as an
+// input with the hash of the bytes copied.
+func (w *writer) writeFile(dir int, p string, mode fs.FileMode, r io.Reader, made func(string), in *Input) error {
 	fd, err := beneath.Open(dir, p, beneath.Options{Flags: unix.O_WRONLY, Kind: beneath.Regular, Make: beneath.MakeNew, Perm: mode, Owner: &w.own, Made: made})
 	if err == nil && mode.Perm() == 0 {
 		err = unix.Fchmod(fd, 0) // beneath reads Perm 0 as its default
@@ -243,7 +257,8 @@ func (w *writer) writeFile(dir int, p string, mode fs.FileMode, r io.Reader, mad
 		return err
 	}
 	dst := os.NewFile(uintptr(fd), p)
-	_, err = io.Copy(dst, &progressReader{r: r, w: w})
+	h := newHashingReader(r)
+	_, err = io.Copy(dst, &progressReader{r: h, w: w})
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
@@ -251,6 +266,10 @@ func (w *writer) writeFile(dir int, p string, mode fs.FileMode, r io.Reader, mad
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	w.files++
+	if in != nil {
+		in.SHA256, in.Size = h.sum(), h.size
+		w.inputs = append(w.inputs, *in)
+	}
 	return nil
 }
 
@@ -334,7 +353,7 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 				return fmt.Errorf("copy %s: %w", srcShow, err)
 			}
 			f := os.NewFile(uintptr(fd), srcShow)
-			err = w.writeFile(dst, n, perm, f, nil)
+			err = w.writeFile(dst, n, perm, f, nil, &Input{Path: dstShow, Kind: "local_dir", Source: srcShow})
 			f.Close()
 			if err != nil {
 				return fmt.Errorf("copy to %s: %w", dstShow, err)
@@ -351,6 +370,8 @@ func (w *writer) copyTree(src, dst int, srcRoot, dstRoot, rel string, links *[]s
 				return fmt.Errorf("chown symlink %s: %w", dstShow, err)
 			}
 			*links = append(*links, r)
+			sum := sha256.Sum256([]byte(target))
+			w.inputs = append(w.inputs, Input{Path: dstShow, Kind: "local_dir", Source: srcShow, Link: target, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(target))})
 		default:
 			return fmt.Errorf("%s is a %s now; only regular files, directories and symlinks are copied", srcShow, fsmode.Describe(fsmode.FromStat(st.Mode)))
 		}
@@ -370,6 +391,11 @@ func (w *writer) gitClone(dir int, name string, e planned) error {
 	if err := clone(w.ctx, e.url, g.Ref, dest, time.Duration(g.Timeout)); err != nil {
 		return fmt.Errorf("clone %s: %w", displayURL(g.URL), err)
 	}
+	commit, err := headCommit(w.ctx, dest)
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", displayURL(g.URL), err)
+	}
+	w.inputs = append(w.inputs, Input{Path: e.path, Kind: "git_repo", Source: displayURL(g.URL), Commit: commit})
 	fd, err := beneath.Open(dir, name, beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})
 	if err != nil {
 		return fmt.Errorf("open clone %s: %w", e.path, err)

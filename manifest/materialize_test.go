@@ -2,6 +2,8 @@ package manifest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -63,6 +65,35 @@ func TestMaterializeWritesEveryKind(t *testing.T) {
 	}
 	if total == 0 || last != total || got.Bytes != total {
 		t.Errorf("progress ended at %d of %d (Bytes %d); want done == total > 0", last, total, got.Bytes)
+	}
+
+	// Every input is recorded with the hash of what the agent sees: the
+	// bytes written, copied, or (for a mount) read in place.
+	inputs := map[string]Input{}
+	for _, in := range got.Inputs {
+		inputs[in.Path] = in
+	}
+	mounted, err := os.ReadFile(filepath.Join(f.base, "src/mounted/x.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		path, kind, content string
+	}{
+		{"README.md", "file", files["README.md"]},
+		{"inputs/ledger.csv", "local_file", files["inputs/ledger.csv"]},
+		{"inputs/tree/sub/b.txt", "local_dir", files["inputs/tree/sub/b.txt"]},
+		{"inputs/tree/link", "local_dir", "a.txt"},
+		{"data/x.csv", "mount", string(mounted)},
+	} {
+		sum := sha256.Sum256([]byte(w.content))
+		in, ok := inputs[w.path]
+		if !ok || in.Kind != w.kind || in.SHA256 != hex.EncodeToString(sum[:]) || in.Size != int64(len(w.content)) {
+			t.Errorf("input %s = %+v (recorded %v), want kind %s and the hash of %q", w.path, in, ok, w.kind, w.content)
+		}
+	}
+	if in := inputs["data/x.csv"]; in.Source != filepath.Join(f.base, "src/mounted/x.csv") {
+		t.Errorf("a mount's input does not name its host file: %+v", in)
 	}
 }
 
@@ -216,7 +247,8 @@ func TestMaterializeClonesAGitRepo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := Manifest{Entries: map[string]Entry{"src/repo": {GitRepo: &GitRepo{URL: "repo.git", Ref: tt.ref}}}}
 			ws := t.TempDir()
-			if _, err := m.Materialize(context.Background(), ws, MaterializeOptions{Base: f.base, UID: -1, GID: -1}); err != nil {
+			got, err := m.Materialize(context.Background(), ws, MaterializeOptions{Base: f.base, UID: -1, GID: -1})
+			if err != nil {
 				t.Fatal(err)
 			}
 			b, err := os.ReadFile(filepath.Join(ws, "src/repo/hello.txt"))
@@ -225,6 +257,9 @@ func TestMaterializeClonesAGitRepo(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(ws, "src/repo/.git")); err != nil {
 				t.Errorf(".git was not kept: %v", err)
+			}
+			if in := got.Inputs; len(in) != 1 || in[0].Kind != "git_repo" || len(in[0].Commit) != 40 || (tt.ref == first && in[0].Commit != first) {
+				t.Errorf("inputs = %+v, want the commit checked out", in)
 			}
 		})
 	}

@@ -178,9 +178,15 @@ const (
 // provides the on-disk implementation; backends take one as an option.
 type SnapshotStore interface {
 	// Save stores the tree at dir, skipping the relative paths in exclude
-	// (mount points), and returns the snapshot reference.
-	Save(ctx context.Context, dir string, exclude []string) (string, error)
+	// (mount points), and returns the snapshot reference. maxBytes, when
+	// positive, is the session's disk limit: a tree whose file sizes
+	// total more (sparse files at their full size) is refused with
+	// ErrInvalid, naming the limit, so a snapshot never holds more than
+	// its workspace may.
+	Save(ctx context.Context, dir string, exclude []string, maxBytes int64) (string, error)
 	// Restore writes the snapshot ref into dir, which must be empty or
-	// absent. A snapshot that fails verification restores nothing.
-	Restore(ctx context.Context, ref, dir string) error
+	// absent. A snapshot that fails verification restores nothing, nor
+	// does one whose file sizes total more than maxBytes (when positive:
+	// the disk limit of the session it seeds; ErrInvalid).
+	Restore(ctx context.Context, ref, dir string, maxBytes int64) error
 }

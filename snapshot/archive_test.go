@@ -34,10 +34,10 @@ func TestExportThenImportGivesTheSameSnapshotID(t *testing.T) {
 		t.Errorf("imported ID %s, exported %s", short(got.ID), short(info.ID))
 	}
 	ra, rb := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	if err := a.Restore(ctx(), info.ID, ra); err != nil {
+	if err := a.Restore(ctx(), info.ID, ra, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Restore(ctx(), got.ID, rb); err != nil {
+	if err := b.Restore(ctx(), got.ID, rb, 0); err != nil {
 		t.Fatal(err)
 	}
 	if treeState(t, ra) != treeState(t, rb) {
@@ -92,7 +92,7 @@ func TestImportAcceptsAPlainTarAndCreatesMissingParents(t *testing.T) {
 		t.Errorf("totals %+v", info.Total)
 	}
 	dst := filepath.Join(t.TempDir(), "r")
-	if err := s.Restore(ctx(), info.ID, dst); err != nil {
+	if err := s.Restore(ctx(), info.ID, dst, 0); err != nil {
 		t.Fatal(err)
 	}
 	if st := treeState(t, dst); !strings.Contains(st, "a/hard -rw-r--r-- 2023-11-14T22:13:20Z deep") {

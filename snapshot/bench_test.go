@@ -44,7 +44,7 @@ func BenchmarkSave(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Save(ctx(), src, nil); err != nil {
+		if _, err := s.Save(ctx(), src, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -53,13 +53,13 @@ func BenchmarkSave(b *testing.B) {
 func BenchmarkSaveUnchanged(b *testing.B) {
 	src, total := benchTree(b)
 	s := openStore(b, Limits{})
-	if _, err := s.Save(ctx(), src, nil); err != nil {
+	if _, err := s.Save(ctx(), src, nil, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(total)
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := s.Save(ctx(), src, nil); err != nil {
+		if _, err := s.Save(ctx(), src, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -68,7 +68,7 @@ func BenchmarkSaveUnchanged(b *testing.B) {
 func BenchmarkRestore(b *testing.B) {
 	src, total := benchTree(b)
 	s := openStore(b, Limits{})
-	id, err := s.Save(ctx(), src, nil)
+	id, err := s.Save(ctx(), src, nil, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func BenchmarkRestore(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		dst := filepath.Join(out, fmt.Sprint(i))
-		if err := s.Restore(ctx(), id, dst); err != nil {
+		if err := s.Restore(ctx(), id, dst, 0); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

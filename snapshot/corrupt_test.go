@@ -39,7 +39,7 @@ func TestACorruptedSnapshotIsRefusedAndRestoresNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := openStore(t, Limits{})
-			id, err := s.Save(ctx(), workspace(t), nil)
+			id, err := s.Save(ctx(), workspace(t), nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestACorruptedSnapshotIsRefusedAndRestoresNothing(t *testing.T) {
 			}
 			base := t.TempDir()
 			dst := filepath.Join(base, "restored")
-			err = s.Restore(ctx(), id, dst)
+			err = s.Restore(ctx(), id, dst, 0)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Errorf("Restore err = %v, want ErrCorrupt", err)
 			}

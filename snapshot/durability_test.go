@@ -68,7 +68,7 @@ func TestAKilledSaveLeavesThePreviousSnapshotIntactAndNothingHalfVisible(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	prev, err := s.Save(ctx(), workspace(t), nil)
+	prev, err := s.Save(ctx(), workspace(t), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestAKilledSaveLeavesThePreviousSnapshotIntactAndNothingHalfVisible(t *test
 			if !found {
 				t.Fatalf("previous snapshot %s is no longer listed", short(prev))
 			}
-			if err := s2.Restore(ctx(), prev, filepath.Join(t.TempDir(), "r")); err != nil {
+			if err := s2.Restore(ctx(), prev, filepath.Join(t.TempDir(), "r"), 0); err != nil {
 				t.Errorf("previous snapshot does not restore: %v", err)
 			}
 			if left, _ := os.ReadDir(s2.tmpDir()); len(left) != 0 {
@@ -160,14 +160,14 @@ func TestAFullDiskFailsTheSaveCleanlyAndKeepsOldSnapshots(t *testing.T) {
 	}
 	small := t.TempDir()
 	makeTree(t, small, []node{{path: "a.txt", data: "first snapshot"}})
-	old, err := s.Save(ctx(), small, nil)
+	old, err := s.Save(ctx(), small, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	big := t.TempDir()
 	bigTree(t, big, 10, 12) // 12 MiB of incompressible data on a 6 MiB disk
 	start := time.Now()
-	_, err = s.Save(ctx(), big, nil)
+	_, err = s.Save(ctx(), big, nil, 0)
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("save on a full disk: err = %v, want ENOSPC", err)
 	}
@@ -182,7 +182,7 @@ func TestAFullDiskFailsTheSaveCleanlyAndKeepsOldSnapshots(t *testing.T) {
 	if left, _ := os.ReadDir(s.tmpDir()); len(left) != 0 {
 		t.Errorf("the failed save left staging behind: %v", left)
 	}
-	if err := s.Restore(ctx(), old, filepath.Join(t.TempDir(), "r")); err != nil {
+	if err := s.Restore(ctx(), old, filepath.Join(t.TempDir(), "r"), 0); err != nil {
 		t.Errorf("old snapshot does not restore: %v", err)
 	}
 }
@@ -220,7 +220,7 @@ func TestARestoreIntoAMountPointStagesOnItsFileSystem(t *testing.T) {
 	s := openStore(t, Limits{})
 	src := t.TempDir()
 	makeTree(t, src, []node{{path: "output/report.txt", data: "balance 42"}, {path: "notes.md", data: "n"}})
-	ref, err := s.Save(ctx(), src, nil)
+	ref, err := s.Save(ctx(), src, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestARestoreIntoAMountPointStagesOnItsFileSystem(t *testing.T) {
 		testenv.Skipf(t, "cannot mount a tmpfs here (%v)", err)
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	if err := s.Restore(ctx(), ref, mnt); err != nil {
+	if err := s.Restore(ctx(), ref, mnt, 0); err != nil {
 		t.Fatalf("restore into a mount point: %v", err)
 	}
 	if got, want := treeState(t, mnt), treeState(t, src); got != want {

@@ -51,7 +51,7 @@ func FuzzImport(f *testing.F) {
 			t.Fatalf("limits not honoured: %+v", tot)
 		}
 		out := filepath.Join(base, "out")
-		if err := s.Restore(context.Background(), info.ID, out); err != nil {
+		if err := s.Restore(context.Background(), info.ID, out, 0); err != nil {
 			t.Fatalf("an imported snapshot does not restore: %v", err)
 		}
 		ents, _ := os.ReadDir(base)

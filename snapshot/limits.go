@@ -1,5 +1,11 @@
 package snapshot
 
+import (
+	"fmt"
+
+	"github.com/agentbox/agentbox/internal/bytesize"
+)
+
 // Limits bound what a snapshot may hold, so that a hostile manifest or
 // archive cannot exhaust the disk, memory or inodes of the host that
 // restores or imports it. Zero fields take the defaults below.
@@ -49,4 +55,15 @@ func (l Limits) withDefaults() Limits {
 		l.ExpansionSlack = DefaultExpansionSlack
 	}
 	return l
+}
+
+// checkBound refuses total bytes of what (the files of a tree, a
+// snapshot) over max, a session's disk limit, when max is positive.
+// Holes count: a workspace of sparse files whose sizes pass the limit is
+// not one a session of that limit could be given back.
+func checkBound(what string, total, max int64) error {
+	if max > 0 && total > max {
+		return fmt.Errorf("%s total %s (sparse files at their full size), over the %s its session's workspace may hold (its disk limit)", what, bytesize.Format(total), bytesize.Format(max))
+	}
+	return nil
 }

@@ -23,12 +23,15 @@ import (
 type RestoreOptions struct {
 	// Progress, when set, is called with content bytes done and the total.
 	Progress func(done, total int64)
+	// MaxBytes, when positive, refuses a snapshot whose file sizes
+	// (holes included) total more: the disk limit of the session it seeds.
+	MaxBytes int64
 }
 
-// Restore writes snapshot ref into dir, which must be empty or absent. It
-// implements sandbox.SnapshotStore.
-func (s *Store) Restore(ctx context.Context, ref, dir string) error {
-	return s.RestoreWithOptions(ctx, ref, dir, RestoreOptions{})
+// Restore writes snapshot ref into dir, which must be empty or absent;
+// maxBytes is RestoreOptions.MaxBytes. It implements sandbox.SnapshotStore.
+func (s *Store) Restore(ctx context.Context, ref, dir string, maxBytes int64) error {
+	return s.RestoreWithOptions(ctx, ref, dir, RestoreOptions{MaxBytes: maxBytes})
 }
 
 // RestoreWithOptions writes snapshot ref into dir, which must be an empty
@@ -49,6 +52,9 @@ func (s *Store) RestoreWithOptions(ctx context.Context, ref, dir string, opts Re
 		return err
 	}
 	op = fmt.Sprintf("snapshot: restore %s into %s", short(id), dir)
+	if err := checkBound("its files", m.Total.Bytes, opts.MaxBytes); err != nil {
+		return sandbox.Wrap(op, sandbox.ErrInvalid, err)
+	}
 	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return sandbox.Wrap(op, sandbox.ErrInvalid, err)

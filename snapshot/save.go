@@ -29,12 +29,17 @@ type SaveOptions struct {
 	Progress func(done, total int64)
 	// Labels are free-form tags kept in the manifest.
 	Labels map[string]string
+	// MaxBytes, when positive, bounds the sum of the file sizes (holes
+	// included): a session's disk limit, so that a snapshot holds no more
+	// than its workspace may.
+	MaxBytes int64
 }
 
 // Save stores the tree at dir, minus the relative paths in exclude, and
-// returns the new snapshot's ID. It implements sandbox.SnapshotStore.
-func (s *Store) Save(ctx context.Context, dir string, exclude []string) (string, error) {
-	info, err := s.SaveWithOptions(ctx, dir, SaveOptions{Exclude: exclude})
+// returns the new snapshot's ID; maxBytes is SaveOptions.MaxBytes. It
+// implements sandbox.SnapshotStore.
+func (s *Store) Save(ctx context.Context, dir string, exclude []string, maxBytes int64) (string, error) {
+	info, err := s.SaveWithOptions(ctx, dir, SaveOptions{Exclude: exclude, MaxBytes: maxBytes})
 	return info.ID, err
 }
 
@@ -85,6 +90,9 @@ func (s *Store) SaveWithOptions(ctx context.Context, dir string, opts SaveOption
 			total += e.Size
 		}
 	}
+	if err := checkBound("its files", total, opts.MaxBytes); err != nil {
+		return Info{}, sandbox.Wrap(op, sandbox.ErrInvalid, err)
+	}
 	prog := newProgress(opts.Progress, total)
 	gone := make([]string, len(entries)) // why an entry was dropped while reading
 	err = forEach(ctx, len(files), func(w *worker, k int) error {
@@ -117,6 +125,9 @@ func (s *Store) SaveWithOptions(ctx context.Context, dir string, opts SaveOption
 	}
 	m.computeTotals()
 	m.setVersion()
+	if err := checkBound("its files", m.Total.Bytes, opts.MaxBytes); err != nil { // they grew while read
+		return Info{}, sandbox.Wrap(op, sandbox.ErrInvalid, err)
+	}
 	if err := m.validate(s.limits); err != nil {
 		return Info{}, sandbox.Wrap(op, sandbox.ErrInvalid, err)
 	}

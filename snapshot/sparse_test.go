@@ -84,7 +84,7 @@ func TestASparseFileIsRestoredWithItsHoles(t *testing.T) {
 		t.Errorf("the store took %d bytes for %d of data", info.StoredBytes, len(data))
 	}
 	dst := filepath.Join(t.TempDir(), "restored")
-	if err := s.Restore(ctx(), info.ID, dst); err != nil {
+	if err := s.Restore(ctx(), info.ID, dst, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkSparseRestore(t, filepath.Join(dst, "sparse.img"), data)
@@ -125,7 +125,7 @@ func TestASnapshotOfTheFirstFormatStillRestores(t *testing.T) {
 		t.Fatalf("list: %v, %v; want the one snapshot", list, err)
 	}
 	dst := filepath.Join(t.TempDir(), "restored")
-	if err := s.Restore(ctx(), list[0].ID, dst); err != nil {
+	if err := s.Restore(ctx(), list[0].ID, dst, 0); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile("testdata/store-v1.tree")
@@ -163,7 +163,7 @@ func TestExportThenImportKeepsTheHoles(t *testing.T) {
 		t.Errorf("imported ID %s, exported %s", short(got.ID), short(info.ID))
 	}
 	dst := filepath.Join(t.TempDir(), "restored")
-	if err := b.Restore(ctx(), got.ID, dst); err != nil {
+	if err := b.Restore(ctx(), got.ID, dst, 0); err != nil {
 		t.Fatal(err)
 	}
 	checkSparseRestore(t, filepath.Join(dst, "sparse.img"), data)
@@ -227,5 +227,52 @@ func TestManifestsWithBadHolesAreRefused(t *testing.T) {
 				t.Errorf("validate: %v, want an error with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A snapshot is bounded by its session's disk limit: a sandbox with
+// --disk 50M can make a file of any apparent size, but not a snapshot
+// of it, nor be seeded from one, wherever the snapshot came from.
+func TestASnapshotIsBoundedByItsSessionsDiskLimit(t *testing.T) {
+	const limit = 50 << 20
+	src := t.TempDir()
+	makeSparse(t, src)
+	s := openStore(t, Limits{})
+	_, err := s.Save(ctx(), src, nil, limit)
+	if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "over the 50.0 MiB") || !strings.Contains(err.Error(), "disk limit") {
+		t.Fatalf("save over the limit: %v, want a refusal naming the 50.0 MiB disk limit", err)
+	}
+	if list, _ := s.List(ctx()); len(list) != 0 {
+		t.Errorf("a refused save is listed: %v", list)
+	}
+	id, err := s.Save(ctx(), src, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same snapshot from outside: exported, imported into another store.
+	var buf bytes.Buffer
+	if err := s.Export(ctx(), id, &buf); err != nil {
+		t.Fatal(err)
+	}
+	other := openStore(t, Limits{})
+	imported, err := other.Import(ctx(), &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		store *Store
+		id    string
+	}{{s, id}, {other, imported.ID}} {
+		dst := filepath.Join(t.TempDir(), "ws")
+		err := c.store.Restore(ctx(), c.id, dst, limit)
+		if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "over the 50.0 MiB") {
+			t.Errorf("restore into a session of 50 MiB: %v, want a refusal naming the limit", err)
+		}
+		if _, serr := os.Stat(dst); serr == nil {
+			t.Errorf("a refused restore made %s", dst)
+		}
+	}
+	if err := s.Restore(ctx(), id, filepath.Join(t.TempDir(), "ws"), sparseSize); err != nil {
+		t.Errorf("restore within the limit: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ func TestSaveThenRestoreGivesTheSameTree(t *testing.T) {
 		t.Errorf("info = %+v", info)
 	}
 	dst := filepath.Join(t.TempDir(), "restored")
-	if err := s.Restore(ctx(), info.ID, dst); err != nil {
+	if err := s.Restore(ctx(), info.ID, dst, 0); err != nil {
 		t.Fatal(err)
 	}
 	var kept []string
@@ -120,7 +120,7 @@ func TestSavingTheSameTreeAgainStoresNoNewObjects(t *testing.T) {
 
 func TestRestoreRefusesATargetThatIsNotEmpty(t *testing.T) {
 	s := openStore(t, Limits{})
-	id, err := s.Save(ctx(), workspace(t), nil)
+	id, err := s.Save(ctx(), workspace(t), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestRestoreRefusesATargetThatIsNotEmpty(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := filepath.Join(base, string(rune('a'+i)))
 			tt.prepare(p)
-			err := s.Restore(ctx(), id, p)
+			err := s.Restore(ctx(), id, p, 0)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("Restore err = %v, want error %v", err, tt.wantErr)
 			}
@@ -161,7 +161,7 @@ func TestRestoreRefusesATargetThatIsNotEmpty(t *testing.T) {
 
 func TestReferencesResolveByUniquePrefix(t *testing.T) {
 	s := openStore(t, Limits{})
-	id, err := s.Save(ctx(), workspace(t), nil)
+	id, err := s.Save(ctx(), workspace(t), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,12 +195,12 @@ func TestReferencesResolveByUniquePrefix(t *testing.T) {
 func TestDeleteCollectsOnlyUnreferencedObjects(t *testing.T) {
 	s := openStore(t, Limits{})
 	src := workspace(t)
-	a, err := s.Save(ctx(), src, nil)
+	a, err := s.Save(ctx(), src, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(src, "only-in-b"), []byte("b's own content"), 0o644)
-	b, err := s.Save(ctx(), src, nil)
+	b, err := s.Save(ctx(), src, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestBadExcludesAreRefused(t *testing.T) {
 	s := openStore(t, Limits{})
 	src := workspace(t)
 	for _, ex := range []string{"/abs", "..", "../x", ".", ""} {
-		if _, err := s.Save(ctx(), src, []string{ex}); !errors.Is(err, sandbox.ErrInvalid) {
+		if _, err := s.Save(ctx(), src, []string{ex}, 0); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Errorf("exclude %q: err = %v, want ErrInvalid", ex, err)
 		}
 	}
@@ -264,12 +264,12 @@ func TestSetuidBitsAreNotRestored(t *testing.T) {
 	s := openStore(t, Limits{})
 	src := t.TempDir()
 	makeTree(t, src, []node{{path: "suid", data: "#!/bin/sh\n", mode: 0o4755}, {path: "sgid", data: "x", mode: 0o2755}})
-	id, err := s.Save(ctx(), src, nil)
+	id, err := s.Save(ctx(), src, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "r")
-	if err := s.Restore(ctx(), id, dst); err != nil {
+	if err := s.Restore(ctx(), id, dst, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"suid", "sgid"} {
@@ -285,14 +285,14 @@ func TestSetuidBitsAreNotRestored(t *testing.T) {
 
 func TestARestoreRemovesTheStagingOfAKilledRestore(t *testing.T) {
 	s := openStore(t, Limits{})
-	id, err := s.Save(ctx(), workspace(t), nil)
+	id, err := s.Save(ctx(), workspace(t), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := t.TempDir()
 	stale := filepath.Join(base, restorePrefix+"12345")
 	os.MkdirAll(filepath.Join(stale, "half"), 0o755)
-	if err := s.Restore(ctx(), id, filepath.Join(base, "r")); err != nil {
+	if err := s.Restore(ctx(), id, filepath.Join(base, "r"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -177,6 +179,30 @@ func TestRunPromotesOutputsInTheLinuxSandbox(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "promoted", "output", "report.md"))
 		if err != nil || !strings.Contains(string(b), "3 rows") {
 			t.Fatalf("promoted report: %q %v", b, err)
+		}
+		// The provenance record says what made the report: the agent, its
+		// model, the task, the policy and the hash of every input.
+		data, err := os.ReadFile(filepath.Join(dir, "promoted", "agentbox-provenance.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			TraceID         string `json:"trace_id"`
+			AgentboxVersion string `json:"agentbox_version"`
+			Run             struct {
+				Agent, Provider, Model, Task string
+				Policy                       map[string]any
+				Inputs                       []struct{ Path, Kind, SHA256 string }
+			}
+		}
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte("a,1\nb,2\nc,3\n"))
+		r := rec.Run
+		if rec.TraceID != res.TraceID || rec.AgentboxVersion == "" || r.Agent != "counter" || r.Provider != "scripted" || r.Model != "plan.yaml" ||
+			r.Task != "count" || r.Policy == nil || len(r.Inputs) != 1 || r.Inputs[0].Path != "data/in.csv" || r.Inputs[0].SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("provenance record:\n%s", data)
 		}
 	})
 	t.Run("a report its validate command rejects is not promoted", func(t *testing.T) {

@@ -41,6 +41,7 @@ var Catalog = []Entry{
 	{"backends", "Show which policy parts each backend enforces on this host"},
 	{"gc", "Remove sandboxes left behind by a crashed agentbox"},
 	{"image", "Manage the docker backend's base image"},
+	{"mcp", "Serve sandboxes to an MCP client (Claude Desktop, an IDE, any agent) on stdio or HTTP"},
 	{"promote", "Copy checked outputs out of a workspace, with a provenance record"},
 	{"run", "Run an AI agent whose commands and file edits are confined to a sandbox"},
 	{"serve", "Serve sandboxes over HTTP to tenants holding API keys"},

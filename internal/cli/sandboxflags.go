@@ -78,16 +78,22 @@ func (sf *sandboxFlags) changed(fl *pflag.FlagSet) []string {
 
 // backendOptions are the options the backend is opened with.
 func (sf *sandboxFlags) backendOptions(pw *preparedWorkspace) BackendOptions {
-	level := slog.LevelWarn
-	if sf.verbose {
-		level = slog.LevelDebug
-	}
-	bo := BackendOptions{
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
-		Image:  sf.exec.image, Warn: os.Stderr, Server: sf.server,
-	}
+	bo := stderrBackendOptions(sf.verbose, sf.exec.image, sf.server)
 	if pw.store != nil {
 		bo.Snapshots = pw.store
 	}
 	return bo
+}
+
+// stderrBackendOptions log the backend's warnings (everything, verbose)
+// on stderr.
+func stderrBackendOptions(verbose bool, image, server string) BackendOptions {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return BackendOptions{
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Image:  image, Warn: os.Stderr, Server: server,
+	}
 }

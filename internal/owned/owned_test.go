@@ -95,7 +95,7 @@ func TestMakeMakesTheMissingPartsOwnedLikeTheirParentAndTheLastByOwner(t *testin
 // fakeStore restores a fixed tree, as a store does: as this process.
 type fakeStore struct{ restored string }
 
-func (f *fakeStore) Restore(ctx context.Context, ref, dir string) error {
+func (f *fakeStore) Restore(ctx context.Context, ref, dir string, _ int64) error {
 	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func TestRestoreGivesTheRestoredTreeToTheOwnerAndNothingElse(t *testing.T) {
 			ws := filepath.Join(top, "ws")
 			tc.before(t, ws)
 			store := &fakeStore{}
-			p, err := Restore(context.Background(), store, "ref1", ws, tc.owner)
+			p, err := Restore(context.Background(), store, "ref1", ws, tc.owner, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestRestoreRefusesADirectoryThatHoldsSomething(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "mine"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Restore(context.Background(), &fakeStore{}, "ref", ws, nil)
+	_, err := Restore(context.Background(), &fakeStore{}, "ref", ws, nil, 0)
 	if !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("Restore into a directory with a file = %v, want ErrNotEmpty", err)
 	}

@@ -16,7 +16,7 @@ import (
 // Restorer is the part of a snapshot store Restore uses
 // (sandbox.SnapshotStore has it).
 type Restorer interface {
-	Restore(ctx context.Context, ref, dir string) error
+	Restore(ctx context.Context, ref, dir string, maxBytes int64) error
 }
 
 // ErrNotEmpty is what Restore says of a directory that already holds
@@ -28,7 +28,8 @@ var ErrNotEmpty = errors.New("not empty: a snapshot is restored only into an emp
 // (nil: the owner of name, or when it is missing, of the directory it is
 // made in), and returns it held open. The directories on the way to name
 // are made as Make makes them. An empty name is replaced by the restored
-// directory, which has the snapshot's mode.
+// directory, which has the snapshot's mode. maxBytes is the store's
+// (sandbox.SnapshotStore.Restore): the disk limit of the session seeded.
 //
 // A store restores as this process, so as root every file would be
 // root's; the tree is given away with beneath.ChownTree before anyone
@@ -43,7 +44,7 @@ var ErrNotEmpty = errors.New("not empty: a snapshot is restored only into an emp
 // across mounts fail with EXDEV), so nothing it could not already
 // change changes owner. The finished tree is renamed onto name in one
 // step, from the held descriptors of both directories.
-func Restore(ctx context.Context, store Restorer, ref, name string, owner *Owner) (*Path, error) {
+func Restore(ctx context.Context, store Restorer, ref, name string, owner *Owner, maxBytes int64) (*Path, error) {
 	abs, err := filepath.Abs(name)
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func Restore(ctx context.Context, store Restorer, ref, name string, owner *Owner
 		}
 		_ = unix.Unlinkat(parent.fd, stage, unix.AT_REMOVEDIR)
 	}()
-	if err := store.Restore(ctx, ref, inStage); err != nil {
+	if err := store.Restore(ctx, ref, inStage, maxBytes); err != nil {
 		return nil, err
 	}
 	wfd, err := beneath.Open(sfd, "w", beneath.Options{Flags: unix.O_PATH, Kind: beneath.Dir})

@@ -130,13 +130,15 @@ func (s *session) prepareWorkspace(ctx context.Context, reuse string, recorded *
 			return sandbox.Wrap("docker: create workspace", nil, err)
 		}
 		s.workspace, s.ownsWS = dir, true
+		// What a snapshot restored into it may hold: --disk, or the
+		// tmpfs's size.
+		bound := s.spec.Policy.Resources.DiskBytes
 		if canBound() {
 			// Bounded (workspace.go): a directory in a tmpfs on dir.
-			size := s.spec.Policy.Resources.DiskBytes
-			if size <= 0 {
-				size = defaultWorkspaceBytes
+			if bound <= 0 {
+				bound = defaultWorkspaceBytes
 			}
-			if s.workspace, err = boundWorkspace(dir, size); err != nil {
+			if s.workspace, err = boundWorkspace(dir, bound); err != nil {
 				_ = os.Remove(dir)
 				return err
 			}
@@ -150,12 +152,12 @@ func (s *session) prepareWorkspace(ctx context.Context, reuse string, recorded *
 		// MkdirTemp made it 0700 and ours, in a sticky directory: no one
 		// else can enter, rename or replace it before it is given away.
 		if snap != "" {
-			ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, s.workspace, makeAs)
+			ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, s.workspace, makeAs, bound)
 		} else if ws, err = owned.Open(s.workspace); err == nil {
 			err = ws.Chown(*makeAs)
 		}
 	case snap != "":
-		ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, s.spec.Workspace, makeAs)
+		ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, s.spec.Workspace, makeAs, s.spec.Policy.Resources.DiskBytes)
 	default:
 		ws, _, err = owned.Make(s.spec.Workspace, 0o755, makeAs)
 	}

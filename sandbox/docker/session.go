@@ -349,7 +349,13 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 			exclude = append(exclude, rel)
 		}
 	}
-	ref, err := s.c.opts.Snapshots.Save(ctx, s.filesPath(), exclude)
+	// Bounded by what the workspace may hold: --disk, or the size of
+	// the tmpfs of one the session made.
+	bound := s.spec.Policy.Resources.DiskBytes
+	if bound <= 0 && s.ownsWS && (s.held != nil || s.tmpfsDir != "") {
+		bound = defaultWorkspaceBytes
+	}
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.filesPath(), exclude, bound)
 	if err != nil {
 		return "", sandbox.Wrap("docker: snapshot session "+s.id, nil, err)
 	}

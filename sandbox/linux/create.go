@@ -257,7 +257,7 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles,
 		}
 	}
 	if spec.Snapshot != "" {
-		if err := c.restore(ctx, spec.Snapshot, ws, spec.Workspace != ""); err != nil {
+		if err := c.restore(ctx, spec.Snapshot, ws, spec.Workspace != "", workspaceBound(spec, h.WorkspaceTmpfs)); err != nil {
 			return err
 		}
 		st.Snapshot = spec.Snapshot
@@ -349,27 +349,42 @@ func (c *Client) checkSpec(spec *sandbox.Spec) error {
 	return nil
 }
 
-// restore seeds dir from a snapshot. A store restores as this process,
-// so into a directory someone owns (theirs) the tree is given to that
-// owner before it is moved into place (owned.Restore): otherwise, as
-// root, the restored files would be root's on the host, and through the
-// idmapped workspace no one's inside the sandbox. A workspace the backend
-// made is this process's own (a mount point, restored into in place).
-func (c *Client) restore(ctx context.Context, ref, dir string, theirs bool) error {
+// restore seeds dir from a snapshot of at most maxBytes (0: any). A
+// store restores as this process, so into a directory someone owns
+// (theirs) the tree is given to that owner before it is moved into place
+// (owned.Restore): otherwise, as root, the restored files would be root's
+// on the host, and through the idmapped workspace no one's inside the
+// sandbox. A workspace the backend made is this process's own (a mount
+// point, restored into in place).
+func (c *Client) restore(ctx context.Context, ref, dir string, theirs bool, maxBytes int64) error {
 	if c.opts.Snapshots == nil {
 		return sandbox.Errorf(sandbox.ErrInvalid, "linux: spec names snapshot %s but the client has no snapshot store", ref)
 	}
 	if theirs {
-		p, err := owned.Restore(ctx, c.opts.Snapshots, ref, dir, nil)
+		p, err := owned.Restore(ctx, c.opts.Snapshots, ref, dir, nil, maxBytes)
 		if err != nil {
 			return sandbox.Wrap("linux: restore snapshot "+ref, nil, err)
 		}
 		return p.Close()
 	}
-	if err := c.opts.Snapshots.Restore(ctx, ref, dir); err != nil {
+	if err := c.opts.Snapshots.Restore(ctx, ref, dir, maxBytes); err != nil {
 		return sandbox.Wrap("linux: restore snapshot "+ref, nil, err)
 	}
 	return nil
+}
+
+// workspaceBound is what a session's workspace may hold, which bounds
+// the snapshots it is saved as or seeded from: its disk limit, or the
+// size of the tmpfs it was given by default; 0 for a directory of the
+// user's, which has no quota.
+func workspaceBound(spec sandbox.Spec, tmpfs bool) int64 {
+	switch {
+	case spec.Policy.Resources.DiskBytes > 0:
+		return spec.Policy.Resources.DiskBytes
+	case tmpfs:
+		return defaultWorkspaceBytes
+	}
+	return 0
 }
 
 func workdirOf(spec sandbox.Spec) string {

@@ -268,7 +268,7 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 			exclude = append(exclude, rel)
 		}
 	}
-	ref, err := s.c.opts.Snapshots.Save(ctx, s.st.Workspace, exclude)
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.st.Workspace, exclude, workspaceBound(s.st.Spec, s.h.WorkspaceTmpfs))
 	if err != nil {
 		return "", sandbox.Wrap("linux: snapshot", nil, err)
 	}

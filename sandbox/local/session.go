@@ -200,7 +200,7 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 	if err := s.filesUsable("snapshot"); err != nil {
 		return "", err
 	}
-	ref, err := store.Save(ctx, s.st.Workspace, nil)
+	ref, err := store.Save(ctx, s.st.Workspace, nil, s.st.Spec.Policy.Resources.DiskBytes)
 	if err != nil {
 		return "", sandbox.Wrap("local: snapshot workspace "+s.st.Workspace, nil, err)
 	}

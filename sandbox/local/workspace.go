@@ -139,7 +139,7 @@ func (c *Client) prepareWorkspace(ctx context.Context, spec sandbox.Spec, id str
 		}
 	}
 	if spec.Snapshot != "" {
-		p, err := owned.Restore(ctx, c.opts.Snapshots, spec.Snapshot, ws, who.owner())
+		p, err := owned.Restore(ctx, c.opts.Snapshots, spec.Snapshot, ws, who.owner(), spec.Policy.Resources.DiskBytes)
 		if err != nil {
 			if owns {
 				os.RemoveAll(ws)

@@ -3,6 +3,7 @@ package sandboxtest
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ func lifecycleTests() []testCase {
 		{name: "State round-trips, Resume reattaches and Rebuild makes a new session with the same files", needs: CapResume, run: testResume},
 		{name: "Delete removes an owned workspace and deleting twice is not an error", run: testDelete},
 		{name: "a snapshot seeds a new session and rebuilds a lost workspace", run: testSnapshot},
+		{name: "a snapshot holds no more than its session's disk limit", run: testSnapshotBound},
 	}
 }
 
@@ -169,6 +171,35 @@ func testSnapshot(t *testing.T, s *suite) {
 	}
 	closeAtEnd(t, rebuilt)
 	checkSnapshotFiles(t, rebuilt)
+}
+
+// testSnapshotBound: sparse files let a session of a small disk limit
+// make files of far larger apparent size; its snapshot is refused,
+// naming the limit, rather than stored (and later restored) at that size.
+func testSnapshotBound(t *testing.T, s *suite) {
+	if s.cfg.snapshots == nil {
+		t.Skip("no snapshot store given (sandboxtest.WithSnapshots)")
+	}
+	c := s.client(t)
+	if !slices.Contains(c.Enforces(), sandbox.PartDisk) {
+		t.Skipf("the %s backend enforces no disk limit here", c.Name())
+	}
+	sess, err := c.Create(ctx(t), s.spec(t, func(sp *sandbox.Spec) {
+		sp.Workspace = ""
+		sp.Policy.Resources.DiskBytes = 64 << 20
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, sess)
+	shOK(t, sess, "truncate -s 60M a b c")
+	ref, err := sess.Snapshot(ctx(t))
+	if err == nil {
+		t.Fatalf("a session of 64 MiB saved snapshot %s of 180 MiB of files", ref)
+	}
+	if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "disk limit") {
+		t.Errorf("the refusal %q does not name the disk limit", err)
+	}
 }
 
 func checkSnapshotFiles(t *testing.T, sess sandbox.Session) {

@@ -28,8 +28,12 @@ type DirStore struct {
 func NewDirStore(root string) *DirStore { return &DirStore{Root: root} }
 
 // Save copies dir (regular files, directories and symlinks, with their
-// modes, and owners when running as root) minus exclude.
-func (s *DirStore) Save(ctx context.Context, dir string, exclude []string) (string, error) {
+// modes, and owners when running as root) minus exclude, refusing a tree
+// whose file sizes total more than maxBytes (when positive).
+func (s *DirStore) Save(ctx context.Context, dir string, exclude []string, maxBytes int64) (string, error) {
+	if err := checkBytes("dirstore: save "+dir, dir, exclude, maxBytes); err != nil {
+		return "", err
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
@@ -41,8 +45,9 @@ func (s *DirStore) Save(ctx context.Context, dir string, exclude []string) (stri
 	return ref, nil
 }
 
-// Restore copies snapshot ref into dir, which must be empty or absent.
-func (s *DirStore) Restore(ctx context.Context, ref, dir string) error {
+// Restore copies snapshot ref into dir, which must be empty or absent,
+// refusing one whose file sizes total more than maxBytes (when positive).
+func (s *DirStore) Restore(ctx context.Context, ref, dir string, maxBytes int64) error {
 	if ref == "" || filepath.Base(ref) != ref || ref[0] == '.' {
 		return sandbox.Errorf(sandbox.ErrInvalid, "dirstore: bad snapshot reference %q", ref)
 	}
@@ -52,6 +57,9 @@ func (s *DirStore) Restore(ctx context.Context, ref, dir string) error {
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		return sandbox.Errorf(sandbox.ErrInvalid, "dirstore: restore %s: %s is not empty", ref, dir)
+	}
+	if err := checkBytes("dirstore: restore "+ref, src, nil, maxBytes); err != nil {
+		return err
 	}
 	if err := copyTree(ctx, src, dir, nil); err != nil {
 		return fmt.Errorf("dirstore: restore %s into %s: %w", ref, dir, err)
@@ -124,4 +132,40 @@ func copyFile(src, dst string, perm fs.FileMode) error {
 		return err
 	}
 	return out.Close()
+}
+
+// checkBytes refuses a tree whose regular files total more than max bytes
+// (apparent sizes), as sandbox.SnapshotStore asks.
+func checkBytes(op, root string, exclude []string, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	var total int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if slices.Contains(exclude, filepath.ToSlash(rel)) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			total += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		return sandbox.Wrap(op, nil, err)
+	}
+	if total > max {
+		return sandbox.Errorf(sandbox.ErrInvalid, "%s: its files total %d bytes, over the %d its session's workspace may hold (its disk limit)", op, total, max)
+	}
+	return nil
 }

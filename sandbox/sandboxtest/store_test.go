@@ -30,14 +30,14 @@ func TestDirStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := NewDirStore(t.TempDir())
-	ref, err := s.Save(ctx, src, []string{"mnt"})
+	ref, err := s.Save(ctx, src, []string{"mnt"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("a restore reproduces files, modes and links minus exclusions", func(t *testing.T) {
 		dst := filepath.Join(t.TempDir(), "new")
-		if err := s.Restore(ctx, ref, dst); err != nil {
+		if err := s.Restore(ctx, ref, dst, 0); err != nil {
 			t.Fatal(err)
 		}
 		for p, want := range map[string]string{"a.txt": "a", "d/b.txt": "b"} {
@@ -57,17 +57,17 @@ func TestDirStore(t *testing.T) {
 		}
 	})
 	t.Run("a restore into a non-empty directory is refused", func(t *testing.T) {
-		if err := s.Restore(ctx, ref, src); !errors.Is(err, sandbox.ErrInvalid) {
+		if err := s.Restore(ctx, ref, src, 0); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("an unknown snapshot is not found", func(t *testing.T) {
-		if err := s.Restore(ctx, "dirstore-0000", t.TempDir()); !errors.Is(err, sandbox.ErrNotFound) {
+		if err := s.Restore(ctx, "dirstore-0000", t.TempDir(), 0); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("a reference with a path in it is invalid", func(t *testing.T) {
-		if err := s.Restore(ctx, "../"+filepath.Base(src), t.TempDir()); !errors.Is(err, sandbox.ErrInvalid) {
+		if err := s.Restore(ctx, "../"+filepath.Base(src), t.TempDir(), 0); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Fatalf("err = %v", err)
 		}
 	})

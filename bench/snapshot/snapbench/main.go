@@ -25,11 +25,11 @@ func main() {
 	switch {
 	case os.Args[1] == "save":
 		var id string
-		if id, err = s.Save(ctx, os.Args[3], nil); err == nil {
+		if id, err = s.Save(ctx, os.Args[3], nil, 0); err == nil {
 			fmt.Println(id)
 		}
 	case os.Args[1] == "restore" && len(os.Args) == 5:
-		err = s.Restore(ctx, os.Args[3], os.Args[4])
+		err = s.Restore(ctx, os.Args[3], os.Args[4], 0)
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/agent"
 	"github.com/agentbox/agentbox/artifact"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/snapshot"
 	"github.com/agentbox/agentbox/trace"
@@ -272,6 +273,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 			// on the staged copies (artifact.PromoteOptions.NewSession).
 			rec, err := artifact.Promote(ctx, src, rules, promoteTo, artifact.PromoteOptions{
 				RunID: res.RunID, TraceID: res.TraceID, NewSession: artifact.FreshSessionLike(client, sess),
+				Run: runRecord(a, task, sess.State().Spec.Policy, res),
 			})
 			_ = tw.Emit(promotionEvent(promoteTo, rec, err))
 			if err != nil {
@@ -390,4 +392,19 @@ func promotionEvent(dest string, rec *artifact.Record, err error) trace.Event {
 		e.Err = err.Error()
 	}
 	return e
+}
+
+// runRecord is what the provenance record says about the run that made
+// the promoted files.
+func runRecord(a *agent.SandboxAgent, task string, policy sandbox.Policy, res *agent.Result) *artifact.RunRecord {
+	provider, name, _ := strings.Cut(a.Model.Name(), ":")
+	if a.Settings.Model != "" {
+		name = a.Settings.Model
+	}
+	inputs := res.Inputs
+	if inputs == nil {
+		inputs = []manifest.Input{}
+	}
+	return &artifact.RunRecord{Agent: a.Name, Provider: provider, Model: name, ModelsAnswered: res.Models,
+		Task: task, Policy: policy, Inputs: inputs}
 }

@@ -2,9 +2,11 @@ package escapetest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,4 +68,85 @@ func TestSmugglingHostFilesThroughASnapshotFails(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOutgrowingTheDiskLimitThroughASnapshotFails: a --disk session can
+// make files of any apparent size (300 sparse files under its file size limit: 18 GB), which a snapshot
+// used to read, store and restore as dense data. A snapshot holds no
+// more than the session's workspace may, holes kept, and seeds only a
+// session whose workspace may hold it.
+func TestOutgrowingTheDiskLimitThroughASnapshotFails(t *testing.T) {
+	c0 := newClient(t)
+	const limit = 64 << 20
+	spec := sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: limit}}}
+	if !enforces(c0, sandbox.PartDisk) {
+		assertRefused(t, spec, sandbox.PartDisk)
+		return
+	}
+	store, err := snapshot.Open(t.TempDir(), snapshot.Options{Logger: backendLog.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := linux.New(linux.Options{StateDir: stateDir, Snapshots: store, Logger: backendLog.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, err := c.Create(ctx, withHelper(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	if r := sh(t, a, "for i in $(seq 300); do truncate -s 60M /workspace/big$i; done"); r.ExitCode != 0 {
+		t.Fatalf("truncate: %s", r.Stderr)
+	}
+	if ref, err := a.Snapshot(ctx); err == nil {
+		t.Fatalf("ESCAPE: a session of %d bytes saved an 18 GB snapshot %s", limit, ref)
+	} else if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "over the 64.0 MiB") {
+		t.Errorf("the refusal %q does not name the 64 MiB disk limit", err)
+	}
+
+	// Within the limit by apparent size, a sparse file saves and restores
+	// with its holes: the data of a few blocks, not 48 MiB.
+	if r := sh(t, a, "rm big* && truncate -s 48M sparse && echo data | dd of=sparse bs=1 seek=20000000 conv=notrunc 2>/dev/null"); r.ExitCode != 0 {
+		t.Fatalf("make a sparse file: %s", r.Stderr)
+	}
+	ref, err := a.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Create(ctx, withHelper(sandbox.Spec{Snapshot: ref, Policy: spec.Policy}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(b.State().Workspace, "sparse"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 48<<20 || st.Blocks*512 > 1<<20 {
+		t.Errorf("restored sparse file: %d bytes, %d allocated; want 48 MiB with its holes", st.Size, st.Blocks*512)
+	}
+
+	// A snapshot larger than a session's limit (made where it fit)
+	// cannot seed that session.
+	big, err := c.Create(ctx, withHelper(sandbox.Spec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close(context.Background())
+	if r := sh(t, big, "truncate -s 128M /workspace/big"); r.ExitCode != 0 {
+		t.Fatalf("truncate: %s", r.Stderr)
+	}
+	bigRef, err := big.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err := c.Create(ctx, withHelper(sandbox.Spec{Snapshot: bigRef, Policy: spec.Policy})); err == nil {
+		s.Close(context.Background())
+		t.Fatalf("ESCAPE: a 128 MiB snapshot seeded a session of %d bytes", limit)
+	} else if !strings.Contains(err.Error(), "over the 64.0 MiB") {
+		t.Errorf("the refusal %q does not name the 64 MiB disk limit", err)
+	}
 }

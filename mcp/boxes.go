@@ -1,0 +1,246 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox/agentbox/agent"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/trace"
+)
+
+// owner is one connected client and the sessions it made, in the order
+// it made them.
+type owner struct {
+	client string
+
+	mu    sync.Mutex
+	boxes map[string]*box
+	order []string
+	// snapshots are those this client saved, the only ones it restores.
+	snapshots []string
+}
+
+// box is one session and the harness tools bound to it.
+type box struct {
+	id      string
+	sess    sandbox.Session
+	created time.Time
+	shell   *agent.Shell
+	tools   map[string]agent.Tool
+	mounts  []string
+
+	traceMu   sync.Mutex
+	trace     *trace.Writer
+	tracePath string
+}
+
+func (o *owner) add(b *box) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.boxes[b.id] = b
+	o.order = append(o.order, b.id)
+}
+
+// get is the session id names, or with id empty the latest one (nil when
+// there is none).
+func (o *owner) get(id string) (*box, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if id == "" {
+		if len(o.order) == 0 {
+			return nil, nil
+		}
+		return o.boxes[o.order[len(o.order)-1]], nil
+	}
+	b, ok := o.boxes[id]
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.ErrNotFound, "no sandbox %q among yours (%s); sandbox_list shows them, sandbox_create makes one", id, o.idsLocked())
+	}
+	return b, nil
+}
+
+func (o *owner) take(id string) (*box, error) {
+	b, err := o.get(id)
+	if err != nil || b == nil {
+		return b, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.boxes, b.id)
+	o.order = slices.DeleteFunc(o.order, func(s string) bool { return s == b.id })
+	return b, nil
+}
+
+func (o *owner) takeAll() []*box {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]*box, 0, len(o.order))
+	for _, id := range o.order {
+		out = append(out, o.boxes[id])
+	}
+	o.boxes, o.order = map[string]*box{}, nil
+	return out
+}
+
+func (o *owner) list() []*box {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]*box, 0, len(o.order))
+	for _, id := range o.order {
+		out = append(out, o.boxes[id])
+	}
+	return out
+}
+
+func (o *owner) idsLocked() string {
+	if len(o.order) == 0 {
+		return "you have none"
+	}
+	return strings.Join(o.order, ", ")
+}
+
+// createRequest is what a client may ask of a new session: less than the
+// operator's ceiling.
+type createRequest struct {
+	Policy sandbox.Policy
+	// Mounts names the operator's mounts to include (by target base
+	// name); nil: all of them.
+	Mounts []string
+	// Snapshot seeds the workspace.
+	Snapshot string
+}
+
+// create makes a session for o under the ceiling.
+func (s *Server) create(ctx context.Context, o *owner, req createRequest) (*box, error) {
+	pol, err := sandbox.Bound(s.opts.Ceiling, req.Policy)
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := s.pickMounts(req.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	spec := sandbox.Spec{
+		Policy:      pol,
+		Mounts:      mounts,
+		Snapshot:    req.Snapshot,
+		AllowWeaker: s.opts.AllowWeaker,
+		Detached:    s.opts.Keep,
+		Labels:      map[string]string{"agentbox.mcp": "true"},
+	}
+	if o.client != "" {
+		spec.Labels["agentbox.mcp.client"] = o.client
+	}
+	sess, err := s.opts.Client.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	b := &box{id: sess.ID(), sess: sess, created: time.Now(), shell: &agent.Shell{}, tools: map[string]agent.Tool{}}
+	for _, m := range mounts {
+		b.mounts = append(b.mounts, m.Target)
+	}
+	for _, c := range []agent.Capability{b.shell, &agent.Filesystem{}} {
+		for _, t := range c.Tools(sess) {
+			b.tools[t.Spec.Name] = t
+		}
+	}
+	if s.opts.Keep && s.opts.OnKeep != nil {
+		if err := s.opts.OnKeep(sess.State()); err != nil {
+			_ = sess.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("register the kept session: %w", err)
+		}
+	}
+	if err := s.openTrace(b, o); err != nil {
+		s.log.Warn("session trace", "session", b.id, "err", err)
+	}
+	o.add(b)
+	s.log.Info("session created", "session", b.id, "client", o.client)
+	return b, nil
+}
+
+// pickMounts are the operator's mounts the client named.
+func (s *Server) pickMounts(names []string) ([]sandbox.Mount, error) {
+	if names == nil {
+		return slices.Clone(s.opts.Mounts), nil
+	}
+	var out []sandbox.Mount
+	for _, n := range names {
+		i := slices.IndexFunc(s.opts.Mounts, func(m sandbox.Mount) bool { return filepath.Base(m.Target) == n || m.Target == n })
+		if i < 0 {
+			return nil, sandbox.Errorf(sandbox.ErrInvalid, "mount %q is not one the operator offers (%s)", n, s.mountNames())
+		}
+		out = append(out, s.opts.Mounts[i])
+	}
+	return out, nil
+}
+
+func (s *Server) mountNames() string {
+	if len(s.opts.Mounts) == 0 {
+		return "it offers none"
+	}
+	var names []string
+	for _, m := range s.opts.Mounts {
+		names = append(names, filepath.Base(m.Target))
+	}
+	return strings.Join(names, ", ")
+}
+
+// closeBox kills the session's running commands and closes it.
+func (s *Server) closeBox(ctx context.Context, b *box, why string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err := errors.Join(b.shell.CloseSession(ctx, b.sess), b.sess.Close(ctx))
+	b.endTrace(why)
+	s.log.Info("session closed", "session", b.id, "why", why)
+	return err
+}
+
+// openTrace starts the session's JSONL trace in TraceDir.
+func (s *Server) openTrace(b *box, o *owner) error {
+	if s.opts.TraceDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(s.opts.TraceDir, 0o700); err != nil {
+		return fmt.Errorf("create trace directory: %w", err)
+	}
+	p := filepath.Join(s.opts.TraceDir, b.created.UTC().Format("20060102T150405.000")+"-mcp-"+b.id+".jsonl")
+	tw, err := trace.Create(p)
+	if err != nil {
+		return err
+	}
+	b.trace, b.tracePath = tw, p
+	client := o.client
+	if client == "" {
+		client = "unnamed client"
+	}
+	_ = tw.Emit(trace.Event{Type: trace.RunStart, Agent: "mcp", Model: client, Session: b.id})
+	return nil
+}
+
+func (b *box) emit(e trace.Event) {
+	b.traceMu.Lock()
+	defer b.traceMu.Unlock()
+	if b.trace != nil {
+		_ = b.trace.Emit(e)
+	}
+}
+
+// endTrace writes the trace's last event and closes it.
+func (b *box) endTrace(why string) {
+	b.traceMu.Lock()
+	defer b.traceMu.Unlock()
+	if b.trace == nil {
+		return
+	}
+	_ = b.trace.Emit(trace.Event{Type: trace.RunEnd, Output: why, DurationMS: time.Since(b.created).Milliseconds()})
+	_ = b.trace.Close()
+	b.trace = nil
+}
