@@ -34,6 +34,21 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	if a == nil || a.Model == nil {
 		return res, sandbox.Errorf(sandbox.ErrInvalid, "agent: run needs an agent with a model")
 	}
+	if rs := cfg.Resume; rs != nil {
+		switch {
+		case rs.Done:
+			return res, sandbox.Errorf(sandbox.ErrInvalid, "agent: the run saved in this state already gave its final answer; start a new run")
+		case input != "" && input != rs.Task:
+			return res, sandbox.Errorf(sandbox.ErrInvalid, "agent: resuming a run on task %q, not %q: give no task, or the same one", rs.Task, input)
+		case rs.Agent != a.Name:
+			return res, sandbox.Errorf(sandbox.ErrInvalid, "agent: the saved run is agent %q's, not %q's", rs.Agent, a.Name)
+		}
+		input = rs.Task
+		if cfg.Sandbox.Session == nil && cfg.Sandbox.State == nil {
+			st := rs.Session
+			cfg.Sandbox.State = &st
+		}
+	}
 	// The credentials the egress proxy injects never enter the sandbox;
 	// they must not reach the trace either (a command may echo a header).
 	tw.Redactor().AddSecret(credentialValues(cfg.Sandbox.Spec.Policy)...)
@@ -58,6 +73,13 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	o, err := openSession(ctx, a, cfg)
 	if err != nil {
 		return res, err
+	}
+	// checkpoint hands the run's state to the caller, who saves it to
+	// continue the run in a new process; sess is nil once it is closed.
+	checkpoint := func(sess sandbox.Session, done bool) {
+		if cfg.Checkpoint != nil {
+			cfg.Checkpoint(runState(a, input, res, sess, done))
+		}
 	}
 	sess := o.sess
 	res.Inputs = o.inputs
@@ -88,6 +110,7 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		err = errors.Join(err, r.finish(cctx, o, caps, cfg, res, err == nil))
+		checkpoint(nil, res.FinalOutput != "" && err == nil)
 	}()
 	if toolErr != nil {
 		return res, toolErr
@@ -119,8 +142,31 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	}
 
 	res.Items = []model.Item{{Type: model.ItemMessage, Role: model.RoleUser, Text: input}}
+	first := 1
+	// runCalls runs a turn's calls in order, each output joining the
+	// conversation (and the checkpoint) as it comes.
+	runCalls := func(turn int, calls []model.Item) error {
+		for _, c := range calls {
+			out, err := r.callTool(ctx, turn, c, tools, cfg, emit, progress)
+			if err != nil {
+				return err
+			}
+			res.Items = append(res.Items, model.Item{Type: model.ItemFunctionCallOutput, CallID: c.CallID, Output: out})
+			checkpoint(sess, false)
+		}
+		return nil
+	}
+	if rs := cfg.Resume; rs != nil {
+		res.Items, res.Turns, res.Usage = slices.Clone(rs.Items), rs.Turns, rs.Usage
+		first = rs.Turns + 1
+		// The calls the interrupted run had not answered run first, in
+		// the turn that asked for them (approval is asked again).
+		if err := runCalls(rs.Turns, pendingCalls(res.Items)); err != nil {
+			return res, err
+		}
+	}
 	sent := "" // the instructions the trace holds whole
-	for turn := 1; ; turn++ {
+	for turn := first; ; turn++ {
 		if turn > maxTurns {
 			return res, fmt.Errorf("%w (limit %d)", ErrMaxTurns, maxTurns)
 		}
@@ -157,18 +203,15 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 			}
 		}
 		res.Items = append(res.Items, resp.Output...)
+		checkpoint(sess, false)
 		if len(calls) == 0 {
 			res.FinalOutput = resp.Text()
 			emit(trace.Event{Type: trace.FinalOutput, Turn: turn, Output: res.FinalOutput})
 			progress(Event{Type: EventFinal, Turn: turn, Text: res.FinalOutput})
 			return res, nil
 		}
-		for _, c := range resp.Calls() {
-			out, err := r.callTool(ctx, turn, c, tools, cfg, emit, progress)
-			if err != nil {
-				return res, err
-			}
-			res.Items = append(res.Items, model.Item{Type: model.ItemFunctionCallOutput, CallID: c.CallID, Output: out})
+		if err := runCalls(turn, resp.Calls()); err != nil {
+			return res, err
 		}
 	}
 }
@@ -229,6 +272,8 @@ func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []T
 			var err error
 			approved, err = cfg.Approver.Approve(ctx, call)
 			if err != nil {
+				// ErrApprovalPending too: the call stays unanswered in the
+				// run's state, and a resumed run asks again.
 				return "", fmt.Errorf("agent: approval of %s %s: %w", c.Name, shortSummary(subject), err)
 			}
 			reason = "denied by the user"

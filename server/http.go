@@ -39,6 +39,7 @@ func (s *Server) routes(mux mux) {
 	route("GET /v1/sessions", s.handleList)
 	route("GET /v1/sessions/{id}", s.handleGet)
 	route("DELETE /v1/sessions/{id}", s.handleDelete)
+	route("PATCH /v1/sessions/{id}", s.handleUpdate)
 	route("POST /v1/sessions/{id}/stop", s.handleStop)
 	route("POST /v1/sessions/{id}/rebuild", s.handleRebuild)
 	route("POST /v1/sessions/{id}/exec", s.handleExec)
@@ -84,6 +85,7 @@ func (s *Server) authed(pattern string, h handlerFunc) http.Handler {
 			err = h(rec, r, t)
 		}
 		if err != nil {
+			s.count(t, err)
 			writeError(rec, err)
 		}
 		if r.Method == http.MethodGet && rec.status < 400 {
@@ -243,4 +245,27 @@ func jsonProblem(err error, data []byte) error {
 		return errors.New("empty body; send a JSON object")
 	}
 	return err
+}
+
+// count records a refusal for the tenant's quota or rate.
+func (s *Server) count(t *tenant, err error) {
+	if t == nil {
+		return
+	}
+	var qe *quotaError
+	var re *rateError
+	switch {
+	case errors.As(err, &qe):
+		s.metrics.quotaRefusals.WithLabelValues(t.name, "quota").Inc()
+	case errors.As(err, &re):
+		s.metrics.quotaRefusals.WithLabelValues(t.name, "rate").Inc()
+	}
+}
+
+// observe records a finished command.
+func (s *Server) observe(t *tenant, d time.Duration, violations int) {
+	s.metrics.exec.WithLabelValues(t.name).Observe(d.Seconds())
+	if violations > 0 {
+		s.metrics.violations.WithLabelValues(t.name).Add(float64(violations))
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -56,6 +57,8 @@ type Server struct {
 
 	// streams counts the clients attached to streamed processes.
 	streams sync.WaitGroup
+
+	metrics *metrics
 }
 
 // tenant is one tenant's backend, snapshot store and live sessions.
@@ -97,6 +100,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, reg: reg, log: opts.Logger, tenants: map[string]*tenant{}}
+	s.metrics = newMetrics(s)
 	if err := s.recover(ctx); err != nil {
 		reg.Close()
 		return nil, err
@@ -194,6 +198,11 @@ func (s *Server) Close(ctx context.Context, closeSessions bool) error {
 				continue
 			}
 			l.detachAll()
+		}
+	}
+	for _, t := range tenants {
+		if c, ok := t.client.(io.Closer); ok {
+			errs = append(errs, c.Close())
 		}
 	}
 	errs = append(errs, s.reg.Close())

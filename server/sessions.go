@@ -276,6 +276,9 @@ func (s *Server) reap(ctx context.Context) {
 				continue
 			}
 			err := s.deleteSession(ctx, t, l)
+			if err == nil {
+				s.metrics.reaped.WithLabelValues(t.name, why).Inc()
+			}
 			s.log.Info("audit", "tenant", t.name, "session", l.rec.State.ID, "action", "reap", "reason", why, "result", result(err))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -49,6 +50,9 @@ type proc struct {
 	owner    *processes
 	released chan struct{}
 	once     sync.Once
+
+	// exited, when set, is told how the process ended (for metrics).
+	exited func(sandbox.ExitStatus)
 }
 
 // release kills nothing but lets go of the process: its streams and
@@ -165,8 +169,10 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, t *tenant) 
 		wsFail(ctx, c, s.checked(l, err))
 		return nil
 	}
+	start := time.Now()
 	p := &proc{id: newProcID(), p: sp, detach: detach, out: make(chan frame, outQueue), attached: true,
-		owner: &l.procs, released: make(chan struct{})}
+		owner: &l.procs, released: make(chan struct{}),
+		exited: func(st sandbox.ExitStatus) { s.observe(t, time.Since(start), len(st.Violations)) }}
 	l.procs.add(p)
 	go p.pump()
 	if err := wsWriteJSON(ctx, c, api.Event{Type: api.EventStarted, Process: p.id}); err != nil {
@@ -244,6 +250,9 @@ func (p *proc) pump() {
 	wg.Wait()
 	st, err := p.p.Wait(context.Background())
 	ev := &api.Event{Type: api.EventExit, Status: &st}
+	if err == nil && p.exited != nil {
+		p.exited(st)
+	}
 	if err != nil {
 		_, kind := classify(err)
 		ev = &api.Event{Type: api.EventError, Error: &api.ErrorBody{Kind: kind, Message: err.Error()}}

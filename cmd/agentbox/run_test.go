@@ -136,7 +136,7 @@ func TestRunFailsClearly(t *testing.T) {
 		want string
 	}{
 		{"without an agent file", []string{"run", "task"}, "--agent FILE is required"},
-		{"with an agent file that has an unknown key", []string{"run", "--agent", writeFile(t, "name: a\nbogus: 1\n"), "task"}, "field bogus not found"},
+		{"with an agent file that has an unknown key", []string{"run", "--agent", writeFile(t, "name: a\nbogus: 1\n"), "task"}, "unknown key bogus"},
 		{"with a plan that runs out of steps", []string{"run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--plan", writeFile(t, "steps:\n  - call: {tool: exec_command, arguments: {cmd: 'true'}}\n"), "task"}, "plan"},
 		{"with a model server that is down", []string{"run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--provider", "openai-chat", "--base-url", "http://127.0.0.1:1/v1", "task"}, "http://127.0.0.1:1/v1"},
 	}
@@ -331,5 +331,40 @@ func TestRunInterruptedExitsAsAShellReportsCtrlC(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("stderr does not say the run was interrupted:\n%s", stderr.String())
+	}
+}
+
+// A run that needs an approval nobody is there to give stops with the call
+// pending, and a new process continues it from --save-run's file: the
+// conversation, the turn count and the workspace carry over.
+func TestRunStoppedForApprovalContinuesInANewProcess(t *testing.T) {
+	dir := agentDir(t, "3 rows", false)
+	ws := filepath.Join(dir, "ws")
+	state := filepath.Join(dir, "run-state.json")
+	agentFile := filepath.Join(dir, "agent.yaml")
+	_, stderr, code := runCLI(t, "run", "--agent", agentFile, "--backend", "local", "--allow-weaker", "--workspace", ws,
+		"--save-run", state, "--approval-wait", "--trace", filepath.Join(dir, "t1.jsonl"), "count the rows")
+	if code != 125 || !strings.Contains(stderr, "the run stops with the call pending") || !strings.Contains(stderr, "--resume "+state) {
+		t.Fatalf("first run: exit %d, stderr:\n%s", code, stderr)
+	}
+	var saved struct {
+		Turns   int
+		Pending []struct{ Arguments string }
+	}
+	data, err := os.ReadFile(state)
+	if err != nil || json.Unmarshal(data, &saved) != nil || saved.Turns != 3 || len(saved.Pending) != 1 || !strings.Contains(saved.Pending[0].Arguments, "rm -f data/in.csv") {
+		t.Fatalf("saved run state (%v):\n%s", err, data)
+	}
+
+	stdout, stderr, code := runCLI(t, "run", "--agent", agentFile, "--backend", "local", "--allow-weaker",
+		"--resume", state, "--save-run", state, "--trace", filepath.Join(dir, "t2.jsonl"))
+	if code != 0 || strings.TrimSpace(stdout) != "rows: 3" {
+		t.Fatalf("resumed run: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "turn 3  exec_command  rm -f data/in.csv  not run (denied)") || !strings.Contains(stderr, "turn 4  final answer") {
+		t.Errorf("the resumed run did not ask for the pending call, then go on at turn 4:\n%s", stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "output", "report.md")); err != nil || !strings.Contains(string(b), "3 rows") {
+		t.Errorf("the first run's report is not in the workspace: %q %v", b, err)
 	}
 }

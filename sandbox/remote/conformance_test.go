@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/docker"
 	"github.com/agentbox/agentbox/sandbox/linux"
 	"github.com/agentbox/agentbox/sandbox/remote"
 	"github.com/agentbox/agentbox/sandbox/sandboxtest"
@@ -96,6 +97,27 @@ func linuxBackend(t *testing.T) server.NewBackend {
 
 func TestConformanceOverTheLinuxBackend(t *testing.T) {
 	sv := serve(t, linuxBackend(t))
+	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
+		sandboxtest.WithSnapshots(sv.store(t)),
+		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"))
+}
+
+func dockerBackend(t *testing.T) server.NewBackend {
+	c, err := docker.New(docker.Options{})
+	testenv.NeedDocker(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := c.BuildBaseImage(ctx, docker.BuildOptions{}); err != nil {
+		t.Fatalf("build the base image: %v", err)
+	}
+	c.Close()
+	return func(_ string, store sandbox.SnapshotStore) (sandbox.Client, error) {
+		return docker.New(docker.Options{Snapshots: store})
+	}
+}
+
+func TestConformanceOverTheDockerBackend(t *testing.T) {
+	sv := serve(t, dockerBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
 		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"))

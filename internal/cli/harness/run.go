@@ -45,6 +45,8 @@ type runFlags struct {
 	maxTurns     int
 	resume       string
 	saveState    string
+	saveRun      string
+	approvalWait bool
 	quiet        bool
 	verbose      bool
 }
@@ -83,13 +85,20 @@ Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
   agentbox run --agent examples/reconcile/agent.yaml --provider openai-chat \
       --base-url http://localhost:11434/v1 --model qwen2.5 "Reconcile March"`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if f.resume != "" && len(args) == 0 {
+				return nil // a saved run carries its task
+			}
 			if len(args) != 1 || strings.TrimSpace(args[0]) == "" {
 				return cli.Fail(errors.New(`run: give the task as one argument (usage: agentbox run --agent agent.yaml "task")`))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := runAgent(cmd.Context(), app, f, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
+			task := ""
+			if len(args) == 1 {
+				task = args[0]
+			}
+			if err := runAgent(cmd.Context(), app, f, task, cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
 				var ee *cli.ExitError
 				if errors.As(err, &ee) {
 					return err
@@ -116,7 +125,9 @@ Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the run's result as JSON on stdout instead of the final answer")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
-	fl.StringVar(&f.resume, "resume", "", "resume the session saved in state `FILE` (see --save-state) instead of creating one")
+	fl.StringVar(&f.resume, "resume", "", "continue the run saved in `FILE` by --save-run (its conversation, pending calls and session; the task may then be left out), or resume the session saved by --save-state")
+	fl.StringVar(&f.saveRun, "save-run", "", "keep the run's state in `FILE` as it goes (conversation, turns, pending calls, session), so --resume FILE continues it in a new process after a crash, Ctrl-C or --approval-wait (keep the workspace with --workspace or --save-snapshot)")
+	fl.BoolVar(&f.approvalWait, "approval-wait", false, "when a call needs approval and there is no terminal to ask, stop the run with the call pending instead of denying it (needs --save-run; --resume asks again)")
 	fl.StringVar(&f.saveState, "save-state", "", "write the session's state to `FILE` after the run, to --resume it later (keep the workspace with --workspace or --save-snapshot)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final answer, errors, and what --save-snapshot and --save-state ask for: no progress, promotion table or trace path")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log what the backend does")
@@ -194,17 +205,34 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 		level = slog.LevelDebug
 	}
 	bo := cli.BackendOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), Warn: stderr}
+	if f.approvalWait && f.saveRun == "" {
+		return errors.New("run: --approval-wait stops the run with a call pending; give --save-run FILE to continue it later")
+	}
 	var resume *sandbox.State
+	var resumeRun *agent.RunState
 	if f.resume != "" {
 		data, err := os.ReadFile(f.resume)
 		if err != nil {
-			return fmt.Errorf("run: read session state: %w", err)
+			return fmt.Errorf("run: read saved state: %w", err)
 		}
-		st, err := sandbox.UnmarshalState(data)
-		if err != nil {
+		rs, isRun, err := agent.UnmarshalRunState(data)
+		switch {
+		case err != nil:
 			return fmt.Errorf("run: %s: %w", f.resume, err)
+		case isRun:
+			resumeRun = rs
+			st := rs.Session
+			resume = &st
+		default:
+			st, err := sandbox.UnmarshalState(data)
+			if err != nil {
+				return fmt.Errorf("run: %s: %w", f.resume, err)
+			}
+			resume = &st
 		}
-		resume = &st
+	}
+	if resumeRun == nil && task == "" {
+		return errors.New(`run: give the task as one argument (usage: agentbox run --agent agent.yaml "task"); only a run saved with --save-run carries its own`)
 	}
 	// The store opens whenever anything names a snapshot: a session seeded
 	// from one, or rebuilt from the one its saved state names.
@@ -250,8 +278,18 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 		},
 		Trace:     tw,
 		Approvals: file.Approvals,
-		Approver:  terminalApprover(stderr),
+		Approver:  terminalApprover(stderr, f.approvalWait),
 		MaxTurns:  f.maxTurns,
+		Resume:    resumeRun,
+	}
+	var saveErr error
+	if f.saveRun != "" {
+		cfg.Checkpoint = func(st *agent.RunState) {
+			if err := writeRunState(f.saveRun, st); err != nil && saveErr == nil {
+				saveErr = err
+				fmt.Fprintf(stderr, "agentbox: %v\n", err)
+			}
+		}
 	}
 	if !f.quiet {
 		cfg.OnEvent = progressPrinter(stderr)
@@ -289,6 +327,10 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 	}
 
 	res, runErr := (&agent.Runner{}).Run(ctx, a, task, cfg)
+	runErr = errors.Join(runErr, saveErr)
+	if f.saveRun != "" && runErr != nil && saveErr == nil {
+		fmt.Fprintf(stderr, "run saved: continue it with agentbox run --agent %s --resume %s\n", f.agentFile, f.saveRun)
+	}
 	out.Result = res
 	if runErr != nil {
 		out.Error = runErr.Error()
@@ -407,4 +449,21 @@ func runRecord(a *agent.SandboxAgent, task string, policy sandbox.Policy, res *a
 	}
 	return &artifact.RunRecord{Agent: a.Name, Provider: provider, Model: name, ModelsAnswered: res.Models,
 		Task: task, Policy: policy, Inputs: inputs}
+}
+
+// writeRunState replaces path with st, atomically: a crash mid-write
+// leaves the previous state.
+func writeRunState(path string, st *agent.RunState) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save run state: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save run state to %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save run state to %s: %w", path, err)
+	}
+	return nil
 }

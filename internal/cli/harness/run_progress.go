@@ -92,8 +92,9 @@ func oneLine(s string, n int) string {
 }
 
 // terminalApprover asks on the terminal (y/N) for calls that need
-// approval; with no terminal it denies them and says so.
-func terminalApprover(w io.Writer) agent.Approver {
+// approval; with no terminal it denies them and says so, or, with wait,
+// leaves them pending (agent.ErrApprovalPending) for a resumed run.
+func terminalApprover(w io.Writer, wait bool) agent.Approver {
 	var mu sync.Mutex
 	return agent.ApproverFunc(func(ctx context.Context, c agent.Call) (bool, error) {
 		mu.Lock()
@@ -102,6 +103,10 @@ func terminalApprover(w io.Writer) agent.Approver {
 		if err != nil || !term.IsTerminal(int(tty.Fd())) {
 			if tty != nil {
 				tty.Close()
+			}
+			if wait {
+				fmt.Fprintf(w, "approval needed for %s %q (rule %s), and there is no terminal to ask: the run stops with the call pending\n", c.Tool, oneLine(c.Subject, 120), c.Rule)
+				return false, agent.ErrApprovalPending
 			}
 			fmt.Fprintf(w, "approval needed for %s %q (rule %s), but there is no terminal to ask: denied\n", c.Tool, oneLine(c.Subject, 120), c.Rule)
 			return false, nil

@@ -40,6 +40,7 @@ type serveFlags struct {
 	config      string
 	closeOnExit bool
 	grace       time.Duration
+	metrics     string
 }
 
 // Serve is the serve command.
@@ -82,6 +83,7 @@ Example:
 	fl.StringVar(&f.config, "config", "", "configuration `FILE` (YAML): per-tenant limits")
 	fl.BoolVar(&f.closeOnExit, "close-on-exit", false, "delete every session when the server stops, instead of leaving them for the next server")
 	fl.DurationVar(&f.grace, "grace", 30*time.Second, "how long running requests may take to finish at shutdown")
+	fl.StringVar(&f.metrics, "metrics", "", "also serve Prometheus metrics at `ADDR`/metrics (HOST:PORT, loopback unless --insecure; always on the admin socket DATA/admin.sock); they name tenants")
 	cmd.AddCommand(tokenCommand())
 	return cmd
 }
@@ -127,10 +129,24 @@ func serve(ctx context.Context, a *cli.App, f serveFlags) error {
 		return cli.Fail(err)
 	}
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	as := &http.Server{Handler: server.AdminHandler(s.Registry()), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 2)
+	amux := http.NewServeMux()
+	amux.Handle("/", server.AdminHandler(s.Registry()))
+	amux.Handle("GET /metrics", s.MetricsHandler())
+	as := &http.Server{Handler: amux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 3)
 	go func() { errc <- hs.Serve(ln) }()
 	go func() { errc <- as.Serve(admin) }()
+	if f.metrics != "" {
+		mln, err := server.Listen(server.ListenOptions{Addr: f.metrics})
+		if err != nil {
+			return cli.Fail(fmt.Errorf("--metrics: %w", err))
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", s.MetricsHandler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- ms.Serve(mln) }()
+		defer ms.Close()
+	}
 	go s.Reaper(ctx, 10*time.Second)
 	log.Info("serving", "listen", ln.Addr().String(), "backend", f.backend, "data", f.data)
 
