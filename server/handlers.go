@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
@@ -189,5 +190,36 @@ func (s *Server) handleSnapshots(w http.ResponseWriter, _ *http.Request, t *tena
 
 func (s *Server) handleBackend(w http.ResponseWriter, _ *http.Request, t *tenant) error {
 	writeJSON(w, http.StatusOK, api.Backend{Name: t.client.Name(), Enforces: t.client.Enforces()})
+	return nil
+}
+
+// handleUpdate extends (or shortens) a session's lifetime.
+func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	var req api.UpdateSession
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.TTL < 0 || req.IdleTimeout < 0 {
+		return sandbox.Errorf(sandbox.ErrInvalid, "ttl and idle_timeout cannot be negative")
+	}
+	l, err := t.lookup(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	now := s.opts.Now().UTC()
+	l.mu.Lock()
+	if req.TTL > 0 {
+		l.rec.ExpiresAt = now.Add(t.ttl(time.Duration(req.TTL)))
+	}
+	if req.IdleTimeout > 0 {
+		l.rec.IdleTimeout = t.ttl(time.Duration(req.IdleTimeout))
+	}
+	rec := l.rec
+	l.mu.Unlock()
+	l.touch(now)
+	if err := s.reg.PutSession(rec); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, l.view())
 	return nil
 }

@@ -39,6 +39,7 @@ func (s *Server) routes(mux mux) {
 	route("GET /v1/sessions", s.handleList)
 	route("GET /v1/sessions/{id}", s.handleGet)
 	route("DELETE /v1/sessions/{id}", s.handleDelete)
+	route("PATCH /v1/sessions/{id}", s.handleUpdate)
 	route("POST /v1/sessions/{id}/stop", s.handleStop)
 	route("POST /v1/sessions/{id}/rebuild", s.handleRebuild)
 	route("POST /v1/sessions/{id}/exec", s.handleExec)

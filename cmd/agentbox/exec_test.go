@@ -120,7 +120,7 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 		{"a snapshot that does not exist", []string{"exec", "--store", dir + "/store", "--snapshot", "0123456789ab", "--", "true"}, "not found"},
 		{"a URL where a host name belongs", []string{"exec", "--network", "http://pypi.org", "--", "true"}, "give the host name alone (pypi.org)"},
 		{"a mount onto a mount root itself", []string{"exec", "--ro", dir + ":/data", "--", "true"}, "mount at a directory under it, such as /data/NAME"},
-		{"a misspelt backend", []string{"exec", "--backend", "dokcer", "--", "true"}, `did you mean "docker"? (choose one of docker, linux, local)`},
+		{"a misspelt backend", []string{"exec", "--backend", "dokcer", "--", "true"}, `did you mean "docker"? (choose one of docker, linux, local, remote)`},
 		{"a terminal asked for with a pipe on stdin, which could never end", []string{"exec", "--tty", "--", "python3", "-q"}, "--tty needs a terminal on stdin"},
 		{"an image for the native backend", []string{"exec", "--image", "python:3", "--", "true"}, "takes no image"},
 	}
@@ -434,4 +434,32 @@ func childNamed(t *testing.T, parent int, name string) int {
 	}
 	t.Fatalf("process %d has no child %s", parent, name)
 	return 0
+}
+
+func TestACacheOutlivesItsSessionButNotIntoSnapshots(t *testing.T) {
+	requireLinuxSandbox(t)
+	bin := agentboxBinary(t)
+	home := t.TempDir()
+	t.Setenv("AGENTBOX_HOME", home)
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(home, "store")
+	_, stderr, code := run(t, bin, "exec", "--cache", "pip", "--store", store, "--save-snapshot", "--",
+		"sh", "-c", `echo kept > "$PIP_CACHE_DIR/wheel" && echo mine > work.txt`)
+	if code != 0 {
+		t.Fatalf("first session: status %d: %s", code, stderr)
+	}
+	id := strings.TrimSpace(stderr[strings.LastIndex(stderr, "saved snapshot ")+len("saved snapshot "):])
+	got, stderr, code := run(t, bin, "exec", "--cache", "pip", "--", "sh", "-c", `cat "$PIP_CACHE_DIR/wheel"`)
+	if code != 0 || got != "kept\n" {
+		t.Fatalf("a later session of the same user: status %d, %q %s; want the cache's file", code, got, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, "caches", "pip", "wheel")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the cache is not kept under AGENTBOX_HOME/caches: %q %v", b, err)
+	}
+	got, stderr, code = run(t, bin, "exec", "--store", store, "--snapshot", id, "--", "sh", "-c", "cat work.txt; ls -A /mnt/cache 2>&1; find . -name wheel")
+	if code != 0 || !strings.HasPrefix(got, "mine\n") || strings.Contains(got, "wheel") || strings.Contains(got, "pip") {
+		t.Errorf("the snapshot of the first session: status %d, %q %s; want its workspace and no cache", code, got, stderr)
+	}
 }

@@ -136,7 +136,7 @@ func TestRunFailsClearly(t *testing.T) {
 		want string
 	}{
 		{"without an agent file", []string{"run", "task"}, "--agent FILE is required"},
-		{"with an agent file that has an unknown key", []string{"run", "--agent", writeFile(t, "name: a\nbogus: 1\n"), "task"}, "unknown key bogus"},
+		{"with an agent file that has an unknown key", []string{"run", "--agent", writeFile(t, "name: a\nbogus: 1\n"), "task"}, "agent file: line 2: unknown key bogus (known here: name, instructions"},
 		{"with a plan that runs out of steps", []string{"run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--plan", writeFile(t, "steps:\n  - call: {tool: exec_command, arguments: {cmd: 'true'}}\n"), "task"}, "plan"},
 		{"with a model server that is down", []string{"run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--provider", "openai-chat", "--base-url", "http://127.0.0.1:1/v1", "task"}, "http://127.0.0.1:1/v1"},
 	}
@@ -331,6 +331,32 @@ func TestRunInterruptedExitsAsAShellReportsCtrlC(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "interrupted") {
 		t.Errorf("stderr does not say the run was interrupted:\n%s", stderr.String())
+	}
+}
+
+func TestRunGivesTheAgentTheUsersCache(t *testing.T) {
+	linuxBackend(t)
+	home := t.TempDir()
+	t.Setenv("AGENTBOX_HOME", home)
+	if err := os.MkdirAll(filepath.Join(home, "caches", "pip"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "caches", "pip", "wheel"), []byte("from an earlier session\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"agent.yaml": "name: cached\nmodel: {provider: scripted, plan: plan.yaml}\n",
+		"plan.yaml": "steps:\n  - call: {tool: exec_command, arguments: {cmd: 'cat \"$PIP_CACHE_DIR/wheel\"'}}\n" +
+			"    expect: {output_contains: \"from an earlier session\", exit_code: 0}\n  - final: done\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, stderr, code := runCLI(t, "run", "-q", "--cache", "pip", "--agent", filepath.Join(dir, "agent.yaml"), "--trace", filepath.Join(dir, "run.jsonl"), "read the cache")
+	if code != 0 || strings.TrimSpace(stdout) != "done" {
+		t.Fatalf("exit %d, stdout %q; the agent did not find the user's cache:\n%s", code, stdout, stderr)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/bytesize"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -24,6 +25,7 @@ type execFlags struct {
 	user        string
 	allowWeaker bool
 	image       string
+	caches      []string
 }
 
 // buildSpec turns flags into a Spec and checks everything that can be
@@ -109,6 +111,13 @@ func (f *execFlags) buildSpec() (sandbox.Spec, error) {
 	}
 	if err := spec.Policy.Validate(); err != nil {
 		return spec, err
+	}
+	// Last: it makes the caches' host directories, which outlive the
+	// command by design.
+	if len(f.caches) > 0 {
+		if err := toolcache.Apply(&spec, toolcache.Dir(), f.caches); err != nil {
+			return spec, fmt.Errorf("--cache: %w", err)
+		}
 	}
 	return spec, nil
 }

@@ -3,10 +3,12 @@ package cli
 import (
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/agentbox/agentbox/internal/datadir"
+	"github.com/agentbox/agentbox/internal/toolcache"
 )
 
 // sandboxFlags are the flags that shape a new sandbox: its backend, policy,
@@ -34,6 +36,7 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.user, "user", "", "run as `UID[:GID]` inside the sandbox (default 1000:1000)")
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
 	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
+	fl.StringSliceVar(&f.caches, "cache", nil, "keep the `NAME[,NAME...]` tool caches ("+strings.Join(toolcache.Names(), ", ")+") between your sessions, at "+toolcache.Root+"/NAME: never in snapshots, never promoted")
 	fl.StringVar(&sf.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, remote (an agentbox serve; see --server), or local (confines NOTHING; development only)")
 	fl.StringVar(&sf.server, "server", "", "the agentbox serve `ADDR` of --backend remote: http(s)://HOST:PORT or unix:PATH (default $AGENTBOX_SERVER; the API key is $AGENTBOX_TOKEN)")
 	fl.BoolVarP(&sf.verbose, "verbose", "v", false, "log what the backend does")
@@ -45,11 +48,11 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 
 // shaping are the names of the flags that shape a new sandbox.
 var shaping = []string{"workspace", "ro", "rw", "network", "memory", "pids", "cpus", "disk", "env", "user",
-	"allow-weaker", "image", "backend", "server", "manifest", "snapshot", "save-snapshot", "store"}
+	"allow-weaker", "image", "cache", "backend", "server", "manifest", "snapshot", "save-snapshot", "store"}
 
 // localOnly are the shaping flags that name this host's files, which a
 // remote backend's server cannot read.
-var localOnly = []string{"manifest", "snapshot", "save-snapshot", "store"}
+var localOnly = []string{"manifest", "snapshot", "save-snapshot", "store", "cache"}
 
 // checkRemote refuses, for --backend remote, the flags that name this
 // host's manifest or snapshot store: the session runs on the server.

@@ -32,6 +32,16 @@ type CreateSession struct {
 	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 }
 
+// UpdateSession is the body of PATCH /v1/sessions/{id}: a new lifetime.
+type UpdateSession struct {
+	// TTL, when set, ends the session this long from now (at most the
+	// tenant's TTL).
+	TTL Duration `json:"ttl,omitempty"`
+	// IdleTimeout, when set, replaces the idle timeout (at most the
+	// tenant's TTL).
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
+}
+
 // Session is what the server reports of a session.
 type Session struct {
 	ID string `json:"id"`

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/agent"
 	"github.com/agentbox/agentbox/artifact"
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/snapshot"
@@ -41,6 +42,7 @@ type runFlags struct {
 	promoteTo    string
 	rules        string
 	allowWeaker  bool
+	caches       []string
 	asJSON       bool
 	maxTurns     int
 	resume       string
@@ -124,6 +126,7 @@ Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 	fl.StringVar(&f.promoteTo, "promote-to", "", "promote the checked outputs to `DIR` (overrides artifacts.to)")
 	fl.StringVar(&f.rules, "rules", "", "artifact rules `FILE` (overrides artifacts.rules)")
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
+	fl.StringSliceVar(&f.caches, "cache", nil, "keep the `NAME[,NAME...]` tool caches ("+strings.Join(toolcache.Names(), ", ")+") between your sessions, at "+toolcache.Root+"/NAME: never in snapshots, never promoted")
 	fl.BoolVar(&f.asJSON, "json", false, "print the run's result as JSON on stdout instead of the final answer")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
 	fl.StringVar(&f.resume, "resume", "", "continue the run saved in `FILE` by --save-run (its conversation, pending calls and session; the task may then be left out), or resume the session saved by --save-state")
@@ -190,6 +193,9 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 	}
 
 	spec := sandbox.Spec{Policy: file.Policy, AllowWeaker: f.allowWeaker, Labels: map[string]string{"agent": a.Name}}
+	if err := toolcache.Apply(&spec, toolcache.Dir(), f.caches); err != nil {
+		return fmt.Errorf("run: --cache: %w", err)
+	}
 	if f.workspace != "" {
 		ws, err := filepath.Abs(f.workspace)
 		if err != nil {
