@@ -117,3 +117,12 @@ func displaySummary(tool, args string) string {
 	}
 	return ""
 }
+
+// MatchApproval returns the first of rules that requires approval for a
+// call of tool with the JSON arguments args, and the subject it matched
+// (the command, the typed chars, else the arguments): the one matching
+// rule for the runner and for callers of the tools outside a run (the
+// MCP server).
+func MatchApproval(rules []ApprovalRule, tool, args string) (ApprovalRule, string, bool) {
+	return matchApproval(rules, tool, args)
+}

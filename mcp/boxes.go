@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,11 +117,18 @@ type createRequest struct {
 	Mounts []string
 	// Snapshot seeds the workspace.
 	Snapshot string
+	// Preset names the operator's preset to start from; empty: "default"
+	// when the operator defined one, else the ceiling.
+	Preset string
 }
 
 // create makes a session for o under the ceiling.
 func (s *Server) create(ctx context.Context, o *owner, req createRequest) (*box, error) {
-	pol, err := sandbox.Bound(s.opts.Ceiling, req.Policy)
+	base, err := s.preset(req.Preset)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := sandbox.Bound(base, req.Policy)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +172,29 @@ func (s *Server) create(ctx context.Context, o *owner, req createRequest) (*box,
 	o.add(b)
 	s.log.Info("session created", "session", b.id, "client", o.client)
 	return b, nil
+}
+
+// preset is the ceiling of a session made from the named preset: the
+// preset within the operator's ceiling.
+func (s *Server) preset(name string) (sandbox.Policy, error) {
+	if name == "" {
+		if _, ok := s.opts.Presets["default"]; !ok {
+			return s.opts.Ceiling, nil
+		}
+		name = "default"
+	}
+	p, ok := s.opts.Presets[name]
+	if !ok {
+		return sandbox.Policy{}, sandbox.Errorf(sandbox.ErrInvalid, "no preset %q (the operator defines: %s)", name, s.presetNames())
+	}
+	return sandbox.Bound(s.opts.Ceiling, p)
+}
+
+func (s *Server) presetNames() string {
+	if len(s.opts.Presets) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(s.opts.Presets)), ", ")
 }
 
 // pickMounts are the operator's mounts the client named.

@@ -25,6 +25,10 @@ type call struct {
 	// recorded in its trace.
 	box  *box
 	exec *agent.ExecReport
+	// rule and approved are the approval rule the call matched and the
+	// user's answer, for the trace.
+	rule     string
+	approved *bool
 }
 
 // toolFunc serves a call and returns the text the model reads; an error
@@ -39,6 +43,13 @@ func (s *Server) add(t *sdk.Tool, fn toolFunc) {
 			return errorResult(err), nil
 		}
 		c := &call{s: s, req: req, owner: o, tool: t.Name, args: req.Params.Arguments}
+		if ask, err := c.approval(); err != nil || ask != nil {
+			if err != nil {
+				s.log.Info("call not approved", "tool", t.Name, "err", err)
+				return errorResult(err), nil
+			}
+			return ask, nil
+		}
 		start := time.Now()
 		out, err := c.run(ctx, fn)
 		if c.box != nil {
@@ -119,6 +130,9 @@ func (c *call) session(ctx context.Context, id string, orCreate bool) (*box, err
 func (c *call) bind(b *box) {
 	c.box = b
 	b.emit(trace.Event{Type: trace.ToolCall, Tool: c.tool, Arguments: clip(string(c.args), 4000)})
+	if c.approved != nil {
+		b.emit(trace.Event{Type: trace.Approval, Tool: c.tool, Approved: c.approved, Rule: c.rule})
+	}
 }
 
 // harness calls the harness tool name bound to b with args.

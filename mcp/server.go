@@ -20,6 +20,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox/agentbox/agent"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -41,6 +42,13 @@ type Options struct {
 	// `agentbox session ls` finds it).
 	Keep   bool
 	OnKeep func(sandbox.State) error
+	// Approvals are the operator's rules: a matching call runs only when
+	// the client's user approves it (MCP elicitation).
+	Approvals []agent.ApprovalRule
+	// Presets are the operator's named policies, each within Ceiling; a
+	// client names one in sandbox_create, and "default", when defined,
+	// applies when it names none.
+	Presets map[string]sandbox.Policy
 	// TraceDir receives one JSONL trace per session; empty: no trace.
 	TraceDir string
 	// Logger reports what the server does (stderr for stdio); nil
@@ -74,6 +82,11 @@ func New(opts Options) (*Server, error) {
 	for _, m := range opts.Mounts {
 		if !m.ReadOnly {
 			return nil, fmt.Errorf("mcp: mount %s is not read-only: the MCP server offers host directories read-only only", m.Source)
+		}
+	}
+	for name, p := range opts.Presets {
+		if _, err := sandbox.Bound(opts.Ceiling, p); err != nil {
+			return nil, fmt.Errorf("mcp: preset %q is above the ceiling: %w", name, err)
 		}
 	}
 	log := opts.Logger

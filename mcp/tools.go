@@ -22,6 +22,7 @@ func (s *Server) addTools() {
 		InputSchema: json.RawMessage(`{
   "type": "object",
   "properties": {
+    "preset": {"type": "string", "description": "A policy preset the operator defined (` + s.presetNames() + `); the other fields then ask for less than it."},
     "network": {"description": "\"none\", or a list of hosts the operator allows (default: what the operator allows).", "anyOf": [{"type": "string", "enum": ["none"]}, {"type": "array", "items": {"type": "string"}}]},
     "memory": {"type": "string", "description": "Memory limit of the whole sandbox, like \"512M\" (default and maximum: the operator's)."},
     "cpus": {"type": "number", "description": "CPU limit in cores."},
@@ -98,6 +99,7 @@ func withSessionID(schema json.RawMessage) (json.RawMessage, error) {
 }
 
 type createArgs struct {
+	Preset         string          `json:"preset"`
 	Network        json.RawMessage `json:"network"`
 	Memory         string          `json:"memory"`
 	CPUs           float64         `json:"cpus"`
@@ -133,7 +135,7 @@ func (a createArgs) request() (createRequest, error) {
 	}
 	p.Resources.CPUs, p.Resources.Pids = a.CPUs, a.Pids
 	p.Resources.ExecTimeout = time.Duration(a.TimeoutSeconds) * time.Second
-	req.Mounts = a.Mounts
+	req.Mounts, req.Preset = a.Mounts, a.Preset
 	return req, nil
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -222,4 +224,34 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, t *tenant)
 	}
 	writeJSON(w, http.StatusOK, l.view())
 	return nil
+}
+
+// handleImport takes a tar archive (plain, gzip or zstd) as a new snapshot
+// of the tenant. The archive is untrusted: the snapshot store refuses
+// traversal, links out of the tree, devices and what passes its limits,
+// and the tenant's body limit bounds it.
+func (s *Server) handleImport(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	info, err := t.store.Import(r.Context(), r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return mbe
+		}
+		return fmt.Errorf("import: the body is a tar archive (plain, gzip or zstd) of the snapshot's files: %w", err)
+	}
+	if err := s.reg.PutSnapshot(SnapshotRecord{Tenant: t.name, ID: info.ID, CreatedAt: s.opts.Now().UTC()}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, api.Snapshot{ID: info.ID})
+	return nil
+}
+
+// handleExport streams one of the tenant's snapshots as a tar archive.
+func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	id := r.PathValue("sid")
+	if !s.reg.HasSnapshot(t.name, id) {
+		return sandbox.Errorf(sandbox.ErrNotFound, "snapshot %q not found", id)
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	return t.store.Export(r.Context(), id, w)
 }

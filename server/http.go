@@ -50,6 +50,8 @@ func (s *Server) routes(mux mux) {
 	route("GET /v1/sessions/{id}/dir", s.handleListDir)
 	route("POST /v1/sessions/{id}/snapshots", s.handleSnapshot)
 	route("GET /v1/snapshots", s.handleSnapshots)
+	route("POST /v1/snapshots", s.handleImport)
+	route("GET /v1/snapshots/{sid}/export", s.handleExport)
 	route("GET /v1/backend", s.handleBackend)
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })

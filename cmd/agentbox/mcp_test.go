@@ -413,3 +413,16 @@ func TestMCPSnapshotsAndResourcesOfAClientsOwnSandboxes(t *testing.T) {
 		}
 	}
 }
+
+func TestMCPPolicyFileSetsTheCeilingAndPresets(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, []byte("policy: {memory: 512M, timeout: 1m}\npresets: {default: {memory: 128M}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := startMCP(t, "--policy", file, "--timeout", "30s")
+	out := e.ok("sandbox_create", nil)
+	if !strings.Contains(out, "memory 128.0 MiB") || !strings.Contains(out, "30s per command") {
+		t.Fatalf("sandbox_create under the file's default preset and --timeout 30s = %q", out)
+	}
+	e.refused("sandbox_create", map[string]any{"memory": "1G"}, "above the operator's ceiling")
+}

@@ -230,9 +230,9 @@ func (c *Client) Engine() string {
 // isolation (a pid namespace), network none (network mode none), the
 // timeout and output caps (enforced by agentbox, killing the exec's tree).
 // Identity needs the engine's seccomp support; memory, pids and cpu need
-// the matching cgroup controllers; disk needs a storage driver that takes
-// --storage-opt size, which agentbox does not rely on (the workspace is a
-// bind mount a container quota cannot cover), so disk is never enforced.
+// the matching cgroup controllers; disk needs root, which mounts the
+// tmpfs of a workspace the backend makes (a user's directory cannot be
+// bounded and is refused).
 func (c *Client) Enforces() []sandbox.Part {
 	parts := []sandbox.Part{
 		sandbox.PartFilesystem, sandbox.PartReadOnlyPaths, sandbox.PartDenyPaths,
@@ -253,6 +253,11 @@ func (c *Client) Enforces() []sandbox.Part {
 	}
 	if c.egressSupport() == "" {
 		parts = append(parts, sandbox.PartNetworkAllowList)
+	}
+	if canBound() {
+		// A workspace the backend makes is a tmpfs of the asked size
+		// (workspace.go); a directory of the user's is refused by name.
+		parts = append(parts, sandbox.PartDisk)
 	}
 	return parts
 }

@@ -50,10 +50,12 @@ func (c *Client) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 		return spec, sandbox.Errorf(sandbox.ErrPolicyUnsupported,
 			"docker: the engine at %s %s: what commands create would not belong to the workspace's owner, whom the docker backend runs them as (the engine has no per-container id mapping); use an engine without id remapping, or the native backend", c.host, why)
 	}
-	if d := spec.Policy.Resources.DiskBytes; d > 0 && !spec.AllowWeaker {
+	if d := spec.Policy.Resources.DiskBytes; d > 0 && spec.Workspace != "" && !spec.AllowWeaker {
+		// The workspace it makes is bounded (workspace.go); a directory
+		// of the user's is bound as it is.
 		return spec, sandbox.Wrap("docker: create", sandbox.ErrPolicyUnsupported, fmt.Errorf(
-			"cannot enforce resources.disk (%d bytes): the workspace is a host bind mount, which no container quota covers, and the engine's storage driver %q offers no --storage-opt size for the (read-only) container layer either (pass --allow-weaker to run without)",
-			d, c.engine.storageDriver))
+			"cannot enforce resources.disk (%d bytes) on the workspace %s: the docker backend bounds only a workspace it makes (a tmpfs of that size), and a directory of yours is a host bind mount no container quota covers; leave the workspace unset, use the native backend (an ext4 image of that size), or pass --allow-weaker to run without",
+			d, spec.Workspace))
 	}
 	if _, err := sandbox.Check(Name, c.Enforces(), spec.Policy, spec.AllowWeaker, c.log); err != nil {
 		return spec, err
@@ -135,6 +137,11 @@ func (c *Client) create(ctx context.Context, id string, spec sandbox.Spec, works
 	if err := c.verifyBinds(ctx, created.ID, plan.binds); err != nil {
 		return nil, err
 	}
+	if s.tmpfsDir != "" && !spec.Detached {
+		if err := s.detachWorkspace(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
 		s.timer = time.AfterFunc(t-time.Since(s.created), s.expire)
 	}
@@ -172,10 +179,19 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 	if err != nil {
 		return nil, err
 	}
-	if cid != "" && st.Workspace != "" && dirExists(st.Workspace) {
+	h, err := handlesOf(st)
+	if err != nil {
+		return nil, err
+	}
+	if cid != "" && (h.InContainer || st.Workspace != "" && dirExists(st.Workspace)) {
+		// An in-container workspace is reached through the init the
+		// engine names now, not the pid its state recorded.
 		insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
-		if err == nil && insp.Container.State != nil && (insp.Container.State.Status == "removing" || insp.Container.State.Status == "dead") {
-			err = cerrdefs.ErrNotFound // on its way out: gone
+		state := insp.Container.State
+		if err == nil && state != nil && (state.Status == "removing" || state.Status == "dead" || h.InContainer && !state.Running) {
+			// On its way out, or stopped with the workspace only it
+			// held: gone.
+			err = cerrdefs.ErrNotFound
 		}
 		switch {
 		case err == nil:
@@ -183,7 +199,11 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 			if insp.Container.Config != nil {
 				user = insp.Container.Config.User
 			}
-			return c.reattach(ctx, st, spec, cid, user, insp.Container.State != nil && insp.Container.State.Running)
+			ws := st.Workspace
+			if h.InContainer {
+				ws = inContainer(state.Pid, spec.Workdir)
+			}
+			return c.reattach(ctx, st, spec, cid, user, state != nil && state.Running, ws)
 		case !cerrdefs.IsNotFound(err):
 			return nil, c.unavailable("docker: inspect container "+shortID(cid), err)
 		}
@@ -202,10 +222,14 @@ func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session
 	if err != nil {
 		return nil, err
 	}
+	h, err := handlesOf(st)
+	if err != nil {
+		return nil, err
+	}
 	if cid != "" {
 		insp, err := c.api.ContainerInspect(ctx, cid, client.ContainerInspectOptions{})
 		switch {
-		case err == nil && insp.Container.State != nil && insp.Container.State.Running && st.Workspace != "" && dirExists(st.Workspace):
+		case err == nil && insp.Container.State != nil && insp.Container.State.Running && (h.InContainer || st.Workspace != "" && dirExists(st.Workspace)):
 			return nil, sandbox.Wrap(op, sandbox.ErrInvalid, errors.New("the session still runs: Resume it, or Delete it before a rebuild"))
 		case err == nil:
 			if err := c.removeContainer(ctx, cid); err != nil {
@@ -216,16 +240,15 @@ func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session
 		}
 	}
 	var recorded *identity
-	if h, err := handlesOf(st); err == nil {
-		if id, ok := parseIdentity(h.User); ok {
-			recorded = &id
-		}
+	if id, ok := parseIdentity(h.User); ok {
+		recorded = &id
 	}
-	if st.Workspace != "" && dirExists(st.Workspace) {
+	if st.Workspace != "" && !h.InContainer && dirExists(st.Workspace) {
 		sess, err := c.create(ctx, newSessionID(), spec, st.Workspace, recorded)
 		if err == nil {
 			s := sess.(*session)
-			s.ownsWS, s.snapshot = st.OwnsWorkspace, st.Snapshot
+			// It takes over the workspace, and the tmpfs it is in.
+			s.ownsWS, s.snapshot, s.tmpfsDir = st.OwnsWorkspace, st.Snapshot, h.TmpfsDir
 		}
 		return sess, err
 	}
@@ -237,7 +260,7 @@ func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session
 		return nil, sandbox.Wrap(op, sandbox.ErrNotFound, fmt.Errorf("its container and workspace %s are gone and it has no snapshot", st.Workspace))
 	}
 	spec.Snapshot, spec.Workspace = ref, ""
-	if !st.OwnsWorkspace && st.Workspace != "" {
+	if !st.OwnsWorkspace && st.Workspace != "" && !h.InContainer {
 		spec.Workspace = st.Workspace // rebuild the caller's directory in place
 	}
 	return c.create(ctx, newSessionID(), spec, "", recorded)
@@ -261,7 +284,10 @@ func (c *Client) stateOf(st sandbox.State) (sandbox.Spec, string, error) {
 // whose configured user is user. A stopped one is started again, and its
 // binds must be what they were when it was made: the engine binds by
 // path again at each start.
-func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Spec, cid, user string, running bool) (sandbox.Session, error) {
+//
+// ws is where this process reaches the workspace: its host path, or the
+// container init's view of one that lives in the container only.
+func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Spec, cid, user string, running bool, ws string) (sandbox.Session, error) {
 	h, err := handlesOf(st)
 	if err != nil {
 		return nil, err
@@ -289,12 +315,18 @@ func (c *Client) reattach(ctx context.Context, st sandbox.State, spec sandbox.Sp
 			return nil, sandbox.Wrap("docker: resume "+st.ID, sandbox.ErrGone, fmt.Errorf("%w; Rebuild makes a new session over what the paths name now", err))
 		}
 	}
-	root, err := openFiles(st.Workspace, spec.Policy)
+	root, err := openFiles(ws, spec.Policy)
 	if err != nil {
 		return nil, err
 	}
 	s := &session{c: c, id: st.ID, containerID: cid, spec: spec, who: who, workspace: st.Workspace,
-		ownsWS: st.OwnsWorkspace, root: root, created: st.CreatedAt, snapshot: st.Snapshot, bindIDs: h.Binds}
+		ownsWS: st.OwnsWorkspace, root: root, created: st.CreatedAt, snapshot: st.Snapshot, bindIDs: h.Binds, tmpfsDir: h.TmpfsDir}
+	if ws != st.Workspace {
+		if s.held, err = os.Open(ws); err != nil {
+			_ = root.Close()
+			return nil, sandbox.Wrap("docker: resume "+st.ID, sandbox.ErrGone, err)
+		}
+	}
 	if t := spec.Policy.Resources.SessionTimeout; t > 0 {
 		left := t - time.Since(st.CreatedAt)
 		if left <= 0 {
@@ -334,8 +366,14 @@ func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 			}
 		}
 	}
-	if st.OwnsWorkspace {
+	h, _ := handlesOf(st)
+	if st.OwnsWorkspace && !h.InContainer {
 		if err := removeWorkspace(st.Workspace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if h.TmpfsDir != "" {
+		if err := unbound(h.TmpfsDir); err != nil {
 			errs = append(errs, err)
 		}
 	}

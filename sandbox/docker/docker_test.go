@@ -245,7 +245,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 		says string
 	}{
 		{"a missing image is not found and never pulled", sandbox.Spec{Image: "agentbox/no-such-image:0"}, sandbox.ErrNotFound, "never pulls"},
-		{"a disk quota is refused naming the storage driver", sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 1 << 30}}}, sandbox.ErrPolicyUnsupported, "storage driver"},
+		{"a disk quota on a directory of the user's is refused saying why", sandbox.Spec{Workspace: t.TempDir(), Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 1 << 30}}}, sandbox.ErrPolicyUnsupported, "only a workspace it makes"},
 		{"a non-numeric user is invalid", sandbox.Spec{User: "agent"}, sandbox.ErrInvalid, "uid"},
 	}
 	// An image without a shell: the base image's files minus sh.

@@ -126,15 +126,34 @@ func (s *session) prepareWorkspace(ctx context.Context, reuse string, recorded *
 			makeAs = newWorkspaceUser().owner()
 		}
 		var dir string
-		if dir, err = os.MkdirTemp("", "agentbox-docker-"+s.id+"-"); err != nil {
+		if dir, err = os.MkdirTemp("", workspacePrefix+s.id+"-"); err != nil {
 			return sandbox.Wrap("docker: create workspace", nil, err)
 		}
 		s.workspace, s.ownsWS = dir, true
+		// What a snapshot restored into it may hold: --disk, or the
+		// tmpfs's size.
+		bound := s.spec.Policy.Resources.DiskBytes
+		if canBound() {
+			// Bounded (workspace.go): a directory in a tmpfs on dir.
+			if bound <= 0 {
+				bound = defaultWorkspaceBytes
+			}
+			if s.workspace, err = boundWorkspace(dir, bound); err != nil {
+				_ = os.Remove(dir)
+				return err
+			}
+			s.tmpfsDir = dir
+			if snap == "" {
+				if err := os.Mkdir(s.workspace, 0o700); err != nil {
+					return sandbox.Wrap("docker: create workspace", nil, err)
+				}
+			}
+		}
 		// MkdirTemp made it 0700 and ours, in a sticky directory: no one
 		// else can enter, rename or replace it before it is given away.
 		if snap != "" {
-			ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, dir, makeAs, s.spec.Policy.Resources.DiskBytes)
-		} else if ws, err = owned.Open(dir); err == nil {
+			ws, err = owned.Restore(ctx, s.c.opts.Snapshots, snap, s.workspace, makeAs, bound)
+		} else if ws, err = owned.Open(s.workspace); err == nil {
 			err = ws.Chown(*makeAs)
 		}
 	case snap != "":

@@ -30,7 +30,7 @@ var baseTools = []string{
 	"chgrp", "stat", "readlink", "realpath", "basename", "dirname", "pwd", "id",
 	"whoami", "uname", "date", "sleep", "head", "tail", "wc", "sort", "uniq", "cut",
 	"tr", "tee", "seq", "yes", "nproc", "mktemp", "du", "df", "sha256sum", "md5sum",
-	"base64", "od", "dd", "comm", "join", "paste", "fold", "expr", "timeout", "nice",
+	"base64", "od", "dd", "truncate", "comm", "join", "paste", "fold", "expr", "timeout", "nice",
 	"grep", "egrep", "fgrep", "sed", "awk", "mawk", "gawk", "find", "xargs", "diff",
 	"cmp", "stty", "tty", "tar", "gzip", "gunzip", "zcat", "which", "kill", "ps", "setsid",
 	"python3", "git", "less", "file", "patch",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -32,6 +33,13 @@ type handles struct {
 	// Binds is what each bind target was when the container was made;
 	// a restart of the stopped container must find the same.
 	Binds map[string]fileID `json:"binds,omitempty"`
+	// TmpfsDir is the host mount point of the tmpfs of a workspace the
+	// session made, while the host holds it (a detached session).
+	TmpfsDir string `json:"tmpfs_dir,omitempty"`
+	// InContainer says the workspace the session made lives in its
+	// container only (a session of a process): its host path names
+	// nothing; the container's init reaches it.
+	InContainer bool `json:"in_container,omitempty"`
 }
 
 // containerOf is the container id st names, a version 1 state's included.
@@ -81,6 +89,11 @@ type session struct {
 	// session with this process (see ownedInitCmd); nil for a detached
 	// session, or one this process resumed.
 	lifeline net.Conn
+	// tmpfsDir is the host mount point of the workspace's tmpfs while
+	// the host holds it (workspace.go); held is the workspace's
+	// directory once only the container and this descriptor do.
+	tmpfsDir string
+	held     *os.File
 	proxy    *egress.Proxy
 }
 
@@ -316,8 +329,9 @@ func (s *session) State() sandbox.State {
 		Workspace:     s.workspace,
 		OwnsWorkspace: s.ownsWS,
 		Snapshot:      s.snapshot,
-		Handles:       sandbox.EncodeHandles(handles{Container: s.containerID, User: s.who.String(), Binds: s.bindIDs}),
-		CreatedAt:     s.created,
+		Handles: sandbox.EncodeHandles(handles{Container: s.containerID, User: s.who.String(), Binds: s.bindIDs,
+			TmpfsDir: s.tmpfsDir, InContainer: s.held != nil}),
+		CreatedAt: s.created,
 	}
 }
 
@@ -335,7 +349,13 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 			exclude = append(exclude, rel)
 		}
 	}
-	ref, err := s.c.opts.Snapshots.Save(ctx, s.workspace, exclude, s.spec.Policy.Resources.DiskBytes)
+	// Bounded by what the workspace may hold: --disk, or the size of
+	// the tmpfs of one the session made.
+	bound := s.spec.Policy.Resources.DiskBytes
+	if bound <= 0 && s.ownsWS && (s.held != nil || s.tmpfsDir != "") {
+		bound = defaultWorkspaceBytes
+	}
+	ref, err := s.c.opts.Snapshots.Save(ctx, s.filesPath(), exclude, bound)
 	if err != nil {
 		return "", sandbox.Wrap("docker: snapshot session "+s.id, nil, err)
 	}
@@ -411,8 +431,16 @@ func (s *session) Close(ctx context.Context) error {
 		_ = s.root.Close()
 	}
 	s.binds.close()
-	if s.ownsWS {
+	if s.ownsWS && s.held == nil {
 		if err := removeWorkspace(s.workspace); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.held != nil {
+		_ = s.held.Close()
+	}
+	if s.tmpfsDir != "" {
+		if err := unbound(s.tmpfsDir); err != nil {
 			errs = append(errs, err)
 		}
 	}

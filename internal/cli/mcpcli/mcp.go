@@ -59,7 +59,15 @@ The operator decides, the model does not: --policy FILE (its policy key, as
 in an agent file) or the flags fix the ceiling of every sandbox (network,
 memory, processes, CPU, per-command time, host directories offered
 read-only with --ro); a tool call may ask for less, never more. Flags given
-on the command line override the file's values.
+on the command line override the file's values. The file may also name
+presets (policies within the ceiling a client picks by name; "default"
+applies when it names none) and approval rules (a matching call runs only
+once the client's user approves it; a client that cannot ask its user gets
+a refusal):
+
+  policy:    {network: [pypi.org, files.pythonhosted.org], memory: 2G, timeout: 5m}
+  presets:   {default: {network: none, memory: 512M}, python: {network: [pypi.org, files.pythonhosted.org]}}
+  approvals: [{tool: exec, match: 'rm\s+-rf|git push'}]
 
 Every call that acts on a sandbox is recorded in that sandbox's JSONL trace
 (--trace-dir; 'agentbox trace show FILE'). When the client disconnects, its
@@ -102,12 +110,13 @@ when it ends the session or stays idle past --idle-timeout.`,
 
 func serve(cmd *cobra.Command, app *cli.App, f *flags) error {
 	var base *sandbox.Policy
+	conf := &mcp.Config{}
 	if f.policy != "" {
 		c, err := mcp.LoadConfig(f.policy)
 		if err != nil {
 			return err
 		}
-		base = &c.Ceiling
+		conf, base = c, &c.Ceiling
 	}
 	ceiling, mounts, allowWeaker, err := f.ceiling.Ceiling(cmd.Flags(), base)
 	if err != nil {
@@ -130,6 +139,8 @@ func serve(cmd *cobra.Command, app *cli.App, f *flags) error {
 		Ceiling:     ceiling,
 		Mounts:      mounts,
 		AllowWeaker: allowWeaker,
+		Presets:     conf.Presets,
+		Approvals:   conf.Approvals,
 		Keep:        f.keep,
 		TraceDir:    f.traceDir,
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
