@@ -36,12 +36,20 @@ func (s *Server) Handler(opts HTTPOptions) (http.Handler, error) {
 	if len(opts.Token) < MinTokenLength {
 		return nil, fmt.Errorf("mcp: the HTTP transport needs a bearer token of at least %d characters (it runs commands for whoever holds it)", MinTokenLength)
 	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = 30 * time.Minute
+	return bearer(opts.Token, s.Streamable(opts.IdleTimeout)), nil
+}
+
+// Streamable serves MCP over streamable HTTP with no authentication of
+// its own, for a host that authenticates every request before it (agentbox
+// serve, mounting one Server per tenant, built over that tenant's
+// admitted sandbox.Client); Handler is it behind a bearer token. idle as
+// HTTPOptions.IdleTimeout.
+func (s *Server) Streamable(idle time.Duration) http.Handler {
+	if idle <= 0 {
+		idle = 30 * time.Minute
 	}
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk },
-		&sdk.StreamableHTTPOptions{SessionTimeout: opts.IdleTimeout, Logger: s.log})
-	return bearer(opts.Token, h), nil
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.sdk },
+		&sdk.StreamableHTTPOptions{SessionTimeout: idle, Logger: s.log})
 }
 
 // bearer admits requests carrying token, compared in constant time.
