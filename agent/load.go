@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/agent/model"
 	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/internal/didyoumean"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -40,6 +41,9 @@ type File struct {
 	Approvals []ApprovalRule
 	// Artifacts, when Rules is set, says what to promote after the run.
 	Artifacts ArtifactsConfig
+	// Caches name the tool caches (go, pip, npm: internal/toolcache) the
+	// run's session gets, kept between the sessions of the user.
+	Caches []string
 	// Redact are regular expressions whose matches the run's trace hides,
 	// beyond trace.DefaultPatterns (checked to compile).
 	Redact []string
@@ -83,6 +87,7 @@ type fileYAML struct {
 	Approvals        []approvalYAML  `yaml:"approvals"`
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
 	Redact           []string        `yaml:"redact"`
+	Caches           []string        `yaml:"caches"`
 }
 
 type settingsYAML struct {
@@ -164,7 +169,12 @@ func ParseFile(data []byte, dir string) (*File, error) {
 		}
 	}
 	line := func(keys ...string) int { return keyLine(root, keys...) }
-	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts, Redact: y.Redact}
+	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts, Redact: y.Redact, Caches: y.Caches}
+	for _, c := range y.Caches {
+		if !contains(toolcache.Names(), c) {
+			ps.add(line("caches"), "caches: %q is not one of %s%s", c, strings.Join(toolcache.Names(), ", "), suggest(c, toolcache.Names()))
+		}
+	}
 	a := &SandboxAgent{
 		Name:             y.Name,
 		Instructions:     y.Instructions,

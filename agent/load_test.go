@@ -42,6 +42,7 @@ artifacts:
   rules: rules.yaml
   to: out
 redact: ['ACME-[0-9]{8}']
+caches: [go, pip]
 `
 
 func TestLoadFileReadsEveryKey(t *testing.T) {
@@ -87,6 +88,9 @@ func TestLoadFileReadsEveryKey(t *testing.T) {
 	if len(f.Approvals) != 1 || !f.Approvals[0].Match.MatchString("rm -rf /") {
 		t.Errorf("approvals %+v", f.Approvals)
 	}
+	if strings.Join(f.Caches, ",") != "go,pip" {
+		t.Errorf("caches %q", f.Caches)
+	}
 	if f.Artifacts.Rules != filepath.Join(dir, "rules.yaml") || f.Artifacts.To != filepath.Join(dir, "out") {
 		t.Errorf("artifacts %+v", f.Artifacts)
 	}
@@ -108,6 +112,7 @@ func TestLoadFileRejectsBadFiles(t *testing.T) {
 		{"a capability listed twice", "name: a\ncapabilities: [shell, shell]\n", "listed twice"},
 		{"an unknown provider", "name: a\nmodel: {provider: claude}\n", `model.provider "claude" is not one of`},
 		{"a misspelt provider", "name: a\nmodel:\n  provider: openai-chta\n", `line 3: model.provider "openai-chta" is not one of openai-responses, openai-chat, scripted; did you mean "openai-chat"?`},
+		{"an unknown tool cache", "name: a\ncaches: [go, pipp]\n", `line 2: caches: "pipp" is not one of go, npm, pip; did you mean "pip"?`},
 		{"a misspelt capability", "name: a\ncapabilities: [shel]\n", `capability shel: unknown capability; did you mean "shell"?`},
 		{"a bad duration", "name: a\npolicy: {timeout: soon}\n", `policy.timeout: "soon" is not a duration`},
 		{"a bad size", "name: a\npolicy: {memory: lots}\n", "policy.memory"},
