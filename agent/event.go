@@ -10,6 +10,9 @@ const (
 	EventSession EventType = "session"
 	// EventTurn: a model turn starts.
 	EventTurn EventType = "turn"
+	// EventTextDelta: a piece of the model's text as it streams (Text);
+	// sent when the model streams (model.Streamer) and OnEvent is set.
+	EventTextDelta EventType = "text_delta"
 	// EventToolCall: a tool call starts.
 	EventToolCall EventType = "tool_call"
 	// EventToolResult: a tool call finished.
@@ -42,6 +45,7 @@ type Event struct {
 	Denied bool
 	// Err describes a failed tool call or run.
 	Err string
-	// Text is the final output, or a session description.
+	// Text is the final output, a streamed piece of text, or a session
+	// description.
 	Text string
 }

@@ -182,7 +182,9 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 		emit(requestEvent(turn, req, names, &sent))
 		progress(Event{Type: EventTurn, Turn: turn})
 		t0 := time.Now()
-		resp, err := a.Model.Respond(ctx, req)
+		resp, err := respond(ctx, a.Model, req, cfg.OnEvent != nil, func(delta string) {
+			progress(Event{Type: EventTextDelta, Turn: turn, Text: delta})
+		})
 		if err != nil {
 			return res, fmt.Errorf("agent: turn %d: model %s: %w", turn, a.Model.Name(), err)
 		}
@@ -214,6 +216,21 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 			return res, err
 		}
 	}
+}
+
+// respond runs one model turn, over the provider's streaming path when it
+// has one and someone watches the run (live), so that text arrives as it
+// is written; the response is the same either way.
+func respond(ctx context.Context, m model.Model, req model.Request, live bool, onText func(string)) (*model.Response, error) {
+	s, ok := m.(model.Streamer)
+	if !ok || !live {
+		return m.Respond(ctx, req)
+	}
+	return s.RespondStream(ctx, req, func(e model.Event) {
+		if e.Type == "text_delta" && e.Delta != "" {
+			onText(e.Delta)
+		}
+	})
 }
 
 // callTool runs one call and returns its output for the model. Only a

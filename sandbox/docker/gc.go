@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 )
 
 // Reaped is one container GC removed, and why.
@@ -81,6 +86,11 @@ func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
 		}
 		out = append(out, Reaped{Container: "network " + n.Name, Session: n.Labels[labelSession], Reason: "orphaned egress network"})
 	}
+	ws, err := c.gcWorkspaces(ctx, opts.DryRun)
+	out = append(out, ws...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if !opts.DryRun && c.egressSupport() == "" {
 		if err := reapBridgeRules(func(msg string) { c.log.Info("docker: gc: " + msg) }); err != nil {
 			errs = append(errs, err)
@@ -94,4 +104,57 @@ func (c *Client) GC(ctx context.Context, opts GCOptions) ([]Reaped, error) {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// orphanAge is how old a workspace directory must be before GC counts it
+// an orphan: younger, it may be one a live process is still making.
+const orphanAge = 2 * time.Minute
+
+// gcWorkspaces removes the temporary workspace directories (and the tmpfs
+// mounted on one) of sessions that have no container any more: what an
+// agentbox killed while it made a session, or one not root (whose
+// workspace is a plain directory) left. Only this user's directories, of
+// the name prepareWorkspace makes, older than orphanAge, are considered.
+func (c *Client) gcWorkspaces(ctx context.Context, dryRun bool) ([]Reaped, error) {
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), workspacePrefix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Reaped
+	var errs []error
+	for _, dir := range dirs {
+		var st unix.Stat_t
+		if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() ||
+			time.Since(time.Unix(st.Mtim.Unix())) < orphanAge {
+			continue
+		}
+		id, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), workspacePrefix), "-")
+		if !ok || id == "" {
+			continue
+		}
+		list, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labelSession+"="+id)})
+		if err != nil {
+			errs = append(errs, c.unavailable("docker: gc: list containers of session "+id, err))
+			continue
+		}
+		if len(list.Items) > 0 {
+			continue
+		}
+		r := Reaped{Container: "workspace " + dir, Session: id, Reason: "its session has no container"}
+		if !dryRun {
+			// A tmpfs on it is detached first; what is left is a plain
+			// directory of this user's (RemoveAll does not follow a
+			// link at its top).
+			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EPERM) {
+				errs = append(errs, fmt.Errorf("docker: gc: unmount %s: %w", dir, err))
+				continue
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, fmt.Errorf("docker: gc: remove %s: %w", dir, err))
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(errs...)
 }

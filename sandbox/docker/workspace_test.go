@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
@@ -83,5 +84,36 @@ func TestADetachedSessionsWorkspaceGoesWithIt(t *testing.T) {
 	}
 	if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), dir) {
 		t.Errorf("a mount on %s is left after Close", dir)
+	}
+}
+
+// TestGCRemovesTheWorkspaceOfASessionWithNoContainer: what an agentbox
+// killed while it made a session leaves (a workspace directory whose
+// session never got a container, or lost it) gc removes once it is old
+// enough not to be one still being made; a young one it leaves.
+func TestGCRemovesTheWorkspaceOfASessionWithNoContainer(t *testing.T) {
+	// Not parallel: gc removes what other tests' killed owners leave.
+	c := testClient(t)
+	old := filepath.Join(os.TempDir(), workspacePrefix+"dk-0ld0000000000-1")
+	young := filepath.Join(os.TempDir(), workspacePrefix+"dk-y0ung0000000-1")
+	for _, d := range []string{old, young} {
+		if err := os.MkdirAll(filepath.Join(d, "w"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+	}
+	then := time.Now().Add(-2 * orphanAge)
+	if err := os.Chtimes(old, then, then); err != nil {
+		t.Fatal(err)
+	}
+	reaped, err := c.GC(testCtx(t), GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the old orphan workspace %s after gc: %v (reaped %+v)", old, err, reaped)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("gc removed a workspace that may still be being made: %v", err)
 	}
 }

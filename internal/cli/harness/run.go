@@ -61,7 +61,8 @@ func Run(app *cli.App) *cobra.Command {
 		Short: "Run an AI agent whose commands and file edits are confined to a sandbox",
 		Long: `Run an agent (an agent.yaml: instructions, workspace manifest, capabilities,
 model, policy) on a task. Every tool call the model makes runs in a
-sandbox session; progress is printed on stderr, one line per step, and
+sandbox session; progress is printed on stderr, one line per step, with
+the model's text as it streams (openai-responses and openai-chat), and
 the final answer on stdout.
 
 After a successful run, when the agent file has artifacts (rules + to) or

@@ -38,14 +38,33 @@ func openModel(mc agent.ModelConfig) (model.Model, error) {
 	return nil, fmt.Errorf("unknown model provider %q (choose one of %s)", mc.Provider, strings.Join(agent.Providers, "|"))
 }
 
-// progressPrinter prints one line per step of a run:
+// progressPrinter prints one line per step of a run, and the model's text
+// as it streams:
 //
+//	turn 2  model  Let me run the reconciliation script.
 //	turn 2  exec_command  python3 reconcile.py  exit 0  120ms
 func progressPrinter(w io.Writer) func(agent.Event) {
 	var mu sync.Mutex
+	streaming := 0 // the turn whose text line is open, 0 for none
 	return func(e agent.Event) {
 		mu.Lock()
 		defer mu.Unlock()
+		if e.Type == agent.EventTextDelta {
+			if streaming != e.Turn {
+				if streaming != 0 {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "turn %d  model  ", e.Turn)
+				streaming = e.Turn
+			}
+			// Newlines in the text keep the next lines indented under it.
+			fmt.Fprint(w, strings.ReplaceAll(e.Text, "\n", "\n         "))
+			return
+		}
+		if streaming != 0 {
+			fmt.Fprintln(w)
+			streaming = 0
+		}
 		switch e.Type {
 		case agent.EventSession:
 			fmt.Fprintf(w, "session  %s\n", e.Text)
