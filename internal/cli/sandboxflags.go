@@ -3,7 +3,6 @@ package cli
 import (
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -36,7 +35,7 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.user, "user", "", "run as `UID[:GID]` inside the sandbox (default 1000:1000)")
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
 	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
-	fl.StringSliceVar(&f.caches, "cache", nil, "keep the `NAME[,NAME...]` tool caches ("+strings.Join(toolcache.Names(), ", ")+") between your sessions, at "+toolcache.Root+"/NAME: never in snapshots, never promoted")
+	fl.StringSliceVar(&f.caches, "cache", nil, toolcache.FlagUsage())
 	fl.StringVar(&sf.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, remote (an agentbox serve; see --server), or local (confines NOTHING; development only)")
 	fl.StringVar(&sf.server, "server", "", "the agentbox serve `ADDR` of --backend remote: http(s)://HOST:PORT or unix:PATH (default $AGENTBOX_SERVER; the API key is $AGENTBOX_TOKEN)")
 	fl.BoolVarP(&sf.verbose, "verbose", "v", false, "log what the backend does")

@@ -45,6 +45,11 @@ func Names() []string {
 	return names
 }
 
+// FlagUsage is the help of a --cache flag.
+func FlagUsage() string {
+	return "keep the `NAME[,NAME...]` tool caches (" + strings.Join(Names(), ", ") + ") between your sessions, at " + Root + "/NAME: never in snapshots, never promoted"
+}
+
 // Dir is where the caches of the user running agentbox live on the host.
 func Dir() string { return filepath.Join(datadir.Dir(), "caches") }
 

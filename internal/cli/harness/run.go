@@ -126,7 +126,7 @@ Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 	fl.StringVar(&f.promoteTo, "promote-to", "", "promote the checked outputs to `DIR` (overrides artifacts.to)")
 	fl.StringVar(&f.rules, "rules", "", "artifact rules `FILE` (overrides artifacts.rules)")
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
-	fl.StringSliceVar(&f.caches, "cache", nil, "keep the `NAME[,NAME...]` tool caches ("+strings.Join(toolcache.Names(), ", ")+") between your sessions, at "+toolcache.Root+"/NAME: never in snapshots, never promoted")
+	fl.StringSliceVar(&f.caches, "cache", nil, toolcache.FlagUsage())
 	fl.BoolVar(&f.asJSON, "json", false, "print the run's result as JSON on stdout instead of the final answer")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
 	fl.StringVar(&f.resume, "resume", "", "continue the run saved in `FILE` by --save-run (its conversation, pending calls and session; the task may then be left out), or resume the session saved by --save-state")
