@@ -88,6 +88,14 @@ type fileYAML struct {
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
 	Redact           []string        `yaml:"redact"`
 	Caches           []string        `yaml:"caches"`
+	MCPServers       []mcpServerYAML `yaml:"mcp_servers"`
+}
+
+type mcpServerYAML struct {
+	Name    string            `yaml:"name"`
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+	URL     string            `yaml:"url"`
 }
 
 type settingsYAML struct {
@@ -224,6 +232,26 @@ func ParseFile(data []byte, dir string) (*File, error) {
 
 	a.Capabilities = parseCapabilities(y.Capabilities, dir, ps)
 	f.Policy = y.Policy.policy(func(keys ...string) int { return line(append([]string{"policy"}, keys...)...) }, ps)
+	if len(y.MCPServers) > 0 {
+		servers := &MCPServers{}
+		for i, m := range y.MCPServers {
+			at := 0
+			if n := childNode(root, "mcp_servers"); n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
+				at = n.Content[i].Line
+			}
+			switch {
+			case !mcpName.MatchString(m.Name):
+				ps.add(at, "mcp_servers[%d].name %q must be 1-32 letters, digits, _ or - (it prefixes the server's tool names)", i, m.Name)
+			case (len(m.Command) == 0) == (m.URL == ""):
+				ps.add(at, "mcp_servers[%d] (%s) needs a command (a program speaking MCP on stdio) or a url (streamable HTTP), not both", i, m.Name)
+			}
+			servers.Servers = append(servers.Servers, MCPServer{Name: m.Name, Command: m.Command, Dir: dir, Env: m.Env, URL: m.URL})
+		}
+		if a.Capabilities == nil {
+			a.Capabilities = DefaultCapabilities()
+		}
+		a.Capabilities = append(a.Capabilities, servers)
+	}
 	for i, p := range y.Redact {
 		if _, err := regexp.Compile(p); err != nil {
 			ps.add(line("redact"), "redact[%d]: %v", i, err)

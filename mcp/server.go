@@ -49,6 +49,8 @@ type Options struct {
 	// client names one in sandbox_create, and "default", when defined,
 	// applies when it names none.
 	Presets map[string]sandbox.Policy
+	// Promotion, when set, offers the promote tool.
+	Promotion *Promotion
 	// TraceDir receives one JSONL trace per session; empty: no trace.
 	TraceDir string
 	// Logger reports what the server does (stderr for stdio); nil

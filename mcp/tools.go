@@ -74,6 +74,7 @@ func (s *Server) addTools() {
 		s.add(&sdk.Tool{Name: t.Spec.Name, Description: t.Spec.Description + " Paths are relative to /workspace.", InputSchema: schema}, s.fileTool(t.Spec.Name))
 	}
 	s.addSnapshotTools()
+	s.addPromote()
 	s.addResources()
 }
 

@@ -426,3 +426,27 @@ func TestMCPPolicyFileSetsTheCeilingAndPresets(t *testing.T) {
 	}
 	e.refused("sandbox_create", map[string]any{"memory": "1G"}, "above the operator's ceiling")
 }
+
+func TestMCPPromoteLetsOutOnlyWhatTheOperatorsRulesPass(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("outputs:\n  - glob: out/report.md\n    required: true\n    max_size: 1MiB\n    types: [text/markdown]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(dir, "promoted")
+	e := startMCP(t, "--rules", rules, "--promote-to", to)
+	id := sessionID(t, e.ok("sandbox_create", nil))
+	e.refused("promote", map[string]any{"session_id": id}, "nothing promoted")
+	e.ok("write_file", map[string]any{"session_id": id, "path": "out/report.md", "content": "# Report\n\nAll reconciled.\n"})
+	out := e.ok("promote", map[string]any{"session_id": id})
+	if !strings.Contains(out, "out/report.md") {
+		t.Fatalf("promote = %q", out)
+	}
+	got, err := filepath.Glob(filepath.Join(to, id+"-*", "out", "report.md"))
+	if err != nil || len(got) != 1 {
+		t.Fatalf("promoted files under %s: %v %v", to, got, err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(got[0])), "agentbox-provenance.json")); err != nil {
+		t.Fatalf("no provenance record beside the promoted file: %v", err)
+	}
+}

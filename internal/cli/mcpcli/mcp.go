@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/agentbox/agentbox/artifact"
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/datadir"
 	"github.com/agentbox/agentbox/mcp"
@@ -36,6 +37,8 @@ type flags struct {
 	tokenFile string
 	idle      time.Duration
 	store     string
+	rules     string
+	promoteTo string
 }
 
 // tokenEnv holds the bearer token of --http when no --token-file names one.
@@ -50,7 +53,8 @@ func Command(app *cli.App) *cobra.Command {
 		Long: `Serve agentbox's sandboxes as Model Context Protocol tools, on stdin and
 stdout, for the MCP client that starts this command: sandbox_create,
 sandbox_list, sandbox_close, exec, write_stdin, read_file, write_file,
-list_dir, apply_patch, snapshot_save and snapshot_restore; and as resources,
+list_dir, apply_patch, snapshot_save, snapshot_restore, and promote (with
+--rules and --promote-to); and as resources,
 each sandbox's files (agentbox://session/ID/PATH) and trace
 (agentbox://trace/ID). A client that only calls exec gets a sandbox made
 for it on its first call.
@@ -104,6 +108,8 @@ when it ends the session or stays idle past --idle-timeout.`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "read --http's bearer token from `FILE` (default $"+tokenEnv+")")
 	fl.DurationVar(&f.idle, "idle-timeout", 30*time.Minute, "with --http, close a client's session and sandboxes after this long without a request")
 	fl.StringVar(&f.store, "store", datadir.Snapshots(), "snapshot store `DIR` of snapshot_save and snapshot_restore")
+	fl.StringVar(&f.rules, "rules", "", "artifact rules `FILE` of the promote tool (with --promote-to; without both, the tool is not offered)")
+	fl.StringVar(&f.promoteTo, "promote-to", "", "host `DIR` under which each promotion gets a directory of its own")
 	fl.StringVar(&f.traceDir, "trace-dir", filepath.Join(datadir.Dir(), "traces", "mcp"), "write each sandbox's JSONL trace in `DIR` (empty: no trace)")
 	return cmd
 }
@@ -147,6 +153,20 @@ func serve(cmd *cobra.Command, app *cli.App, f *flags) error {
 	}
 	if f.keep {
 		opts.OnKeep = cli.KeepSession
+	}
+	if (f.rules == "") != (f.promoteTo == "") {
+		return fmt.Errorf("--rules and --promote-to go together: the rules say what may leave, --promote-to where")
+	}
+	if f.rules != "" {
+		rules, err := artifact.LoadRules(f.rules)
+		if err != nil {
+			return err
+		}
+		to, err := filepath.Abs(f.promoteTo)
+		if err != nil {
+			return fmt.Errorf("--promote-to: %w", err)
+		}
+		opts.Promotion = &mcp.Promotion{Rules: rules, To: to}
 	}
 	srv, err := mcp.New(opts)
 	if err != nil {
