@@ -67,6 +67,13 @@ type SessionCloser interface {
 	CloseSession(ctx context.Context, sess sandbox.Session) error
 }
 
+// Starter is implemented by capabilities that set up before their tools
+// are listed (MCPServers connects to its servers); the runner calls Start
+// once per run, and SessionCloser's CloseSession undoes it.
+type Starter interface {
+	Start(ctx context.Context) error
+}
+
 // Tool is a function the model may call, bound to a session.
 type Tool struct {
 	// Spec is what the model sees: name, description, JSON Schema.

@@ -64,4 +64,7 @@
 //	  - {tool: exec_command, match: '\brm\b'}
 //	artifacts: {rules: rules.yaml, to: promoted}
 //	redact: ['ACME-[0-9]{8}']     # more secret patterns the trace hides
+//	mcp_servers:                  # tools from MCP servers, run outside the sandbox
+//	  - {name: fx, command: [python3, fx_server.py], env: {FX_DATE: "2026-03-31"}}
+//	  - {name: crm, url: "https://crm.internal/mcp"}
 package agent

@@ -15,6 +15,7 @@ import (
 	"github.com/agentbox/agentbox/agent/model"
 	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/internal/didyoumean"
+	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -40,6 +41,9 @@ type File struct {
 	Approvals []ApprovalRule
 	// Artifacts, when Rules is set, says what to promote after the run.
 	Artifacts ArtifactsConfig
+	// Caches name the tool caches (go, pip, npm: internal/toolcache) the
+	// run's session gets, kept between the sessions of the user.
+	Caches []string
 	// Redact are regular expressions whose matches the run's trace hides,
 	// beyond trace.DefaultPatterns (checked to compile).
 	Redact []string
@@ -83,6 +87,15 @@ type fileYAML struct {
 	Approvals        []approvalYAML  `yaml:"approvals"`
 	Artifacts        ArtifactsConfig `yaml:"artifacts"`
 	Redact           []string        `yaml:"redact"`
+	Caches           []string        `yaml:"caches"`
+	MCPServers       []mcpServerYAML `yaml:"mcp_servers"`
+}
+
+type mcpServerYAML struct {
+	Name    string            `yaml:"name"`
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+	URL     string            `yaml:"url"`
 }
 
 type settingsYAML struct {
@@ -164,7 +177,12 @@ func ParseFile(data []byte, dir string) (*File, error) {
 		}
 	}
 	line := func(keys ...string) int { return keyLine(root, keys...) }
-	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts, Redact: y.Redact}
+	f := &File{Dir: dir, Model: y.Model, Artifacts: y.Artifacts, Redact: y.Redact, Caches: y.Caches}
+	for _, c := range y.Caches {
+		if !contains(toolcache.Names(), c) {
+			ps.add(line("caches"), "caches: %q is not one of %s%s", c, strings.Join(toolcache.Names(), ", "), suggest(c, toolcache.Names()))
+		}
+	}
 	a := &SandboxAgent{
 		Name:             y.Name,
 		Instructions:     y.Instructions,
@@ -214,6 +232,26 @@ func ParseFile(data []byte, dir string) (*File, error) {
 
 	a.Capabilities = parseCapabilities(y.Capabilities, dir, ps)
 	f.Policy = y.Policy.policy(func(keys ...string) int { return line(append([]string{"policy"}, keys...)...) }, ps)
+	if len(y.MCPServers) > 0 {
+		servers := &MCPServers{}
+		for i, m := range y.MCPServers {
+			at := 0
+			if n := childNode(root, "mcp_servers"); n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
+				at = n.Content[i].Line
+			}
+			switch {
+			case !mcpName.MatchString(m.Name):
+				ps.add(at, "mcp_servers[%d].name %q must be 1-32 letters, digits, _ or - (it prefixes the server's tool names)", i, m.Name)
+			case (len(m.Command) == 0) == (m.URL == ""):
+				ps.add(at, "mcp_servers[%d] (%s) needs a command (a program speaking MCP on stdio) or a url (streamable HTTP), not both", i, m.Name)
+			}
+			servers.Servers = append(servers.Servers, MCPServer{Name: m.Name, Command: m.Command, Dir: dir, Env: m.Env, URL: m.URL})
+		}
+		if a.Capabilities == nil {
+			a.Capabilities = DefaultCapabilities()
+		}
+		a.Capabilities = append(a.Capabilities, servers)
+	}
 	for i, p := range y.Redact {
 		if _, err := regexp.Compile(p); err != nil {
 			ps.add(line("redact"), "redact[%d]: %v", i, err)

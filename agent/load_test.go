@@ -42,6 +42,10 @@ artifacts:
   rules: rules.yaml
   to: out
 redact: ['ACME-[0-9]{8}']
+caches: [go, pip]
+mcp_servers:
+  - {name: fx, command: [python3, fx_server.py], env: {FX_DATE: "2026-03-31"}}
+  - {name: crm, url: "http://127.0.0.1:8931/mcp"}
 `
 
 func TestLoadFileReadsEveryKey(t *testing.T) {
@@ -64,8 +68,8 @@ func TestLoadFileReadsEveryKey(t *testing.T) {
 	if f.ManifestBase != dir {
 		t.Errorf("inline manifest base %q, want the agent file's directory", f.ManifestBase)
 	}
-	if len(a.Capabilities) != 3 {
-		t.Fatalf("%d capabilities, want 3", len(a.Capabilities))
+	if len(a.Capabilities) != 4 {
+		t.Fatalf("%d capabilities, want the three listed and the MCP servers", len(a.Capabilities))
 	}
 	if sh := a.Capabilities[1].(*Shell); sh.Timeout != 45*time.Second || sh.MaxProcesses != 3 {
 		t.Errorf("shell options %+v", sh)
@@ -87,11 +91,17 @@ func TestLoadFileReadsEveryKey(t *testing.T) {
 	if len(f.Approvals) != 1 || !f.Approvals[0].Match.MatchString("rm -rf /") {
 		t.Errorf("approvals %+v", f.Approvals)
 	}
+	if strings.Join(f.Caches, ",") != "go,pip" {
+		t.Errorf("caches %q", f.Caches)
+	}
 	if f.Artifacts.Rules != filepath.Join(dir, "rules.yaml") || f.Artifacts.To != filepath.Join(dir, "out") {
 		t.Errorf("artifacts %+v", f.Artifacts)
 	}
 	if len(f.Redact) != 1 || f.Redact[0] != "ACME-[0-9]{8}" {
 		t.Errorf("redact %q", f.Redact)
+	}
+	if m, ok := a.Capabilities[3].(*MCPServers); !ok || len(m.Servers) != 2 || m.Servers[0].Dir != dir || m.Servers[0].Env["FX_DATE"] != "2026-03-31" || m.Servers[1].URL == "" {
+		t.Errorf("mcp servers %+v", a.Capabilities[3])
 	}
 }
 
@@ -108,12 +118,15 @@ func TestLoadFileRejectsBadFiles(t *testing.T) {
 		{"a capability listed twice", "name: a\ncapabilities: [shell, shell]\n", "listed twice"},
 		{"an unknown provider", "name: a\nmodel: {provider: claude}\n", `model.provider "claude" is not one of`},
 		{"a misspelt provider", "name: a\nmodel:\n  provider: openai-chta\n", `line 3: model.provider "openai-chta" is not one of openai-responses, openai-chat, scripted; did you mean "openai-chat"?`},
+		{"an unknown tool cache", "name: a\ncaches: [go, pipp]\n", `line 2: caches: "pipp" is not one of go, npm, pip; did you mean "pip"?`},
 		{"a misspelt capability", "name: a\ncapabilities: [shel]\n", `capability shel: unknown capability; did you mean "shell"?`},
 		{"a bad duration", "name: a\npolicy: {timeout: soon}\n", `policy.timeout: "soon" is not a duration`},
 		{"a bad size", "name: a\npolicy: {memory: lots}\n", "policy.memory"},
 		{"a bad network", "name: a\npolicy: {network: everywhere}\n", "policy.network is none, host, or a list"},
 		{"a bad approval regexp", "name: a\napprovals: [{tool: exec_command, match: '('}]\n", "approvals[0].match"},
 		{"a bad redaction pattern", "name: a\nredact: ['[']\n", "redact[0]"},
+		{"an MCP server with both a command and a url", "name: a\nmcp_servers: [{name: x, command: [y], url: 'http://z'}]\n", "mcp_servers[0] (x) needs a command"},
+		{"an MCP server with a name the model's API refuses", "name: a\nmcp_servers: [{name: 'a.b', url: 'http://z'}]\n", `mcp_servers[0].name "a.b"`},
 		{"an empty file", "", "agent file is empty"},
 		{"artifacts without rules", "name: a\nartifacts: {to: out}\n", "artifacts.to needs artifacts.rules"},
 		{"an inline manifest with an unknown key", "name: a\nmanifest: {entriez: {}}\n", "inline manifest at line 2"},

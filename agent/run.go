@@ -104,7 +104,11 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	} else {
 		workdir = root
 	}
-	tools, toolErr := bindTools(caps, toolSess)
+	toolErr := startCapabilities(ctx, caps)
+	var tools []Tool
+	if toolErr == nil {
+		tools, toolErr = bindTools(caps, toolSess)
+	}
 
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -357,6 +361,19 @@ func (r *Runner) finish(ctx context.Context, o *openedSession, caps []Capability
 	}
 	o.removeTemp()
 	return errors.Join(errs...)
+}
+
+// startCapabilities starts the capabilities that set up before their
+// tools are listed (MCP servers connect); the first failure ends the run.
+func startCapabilities(ctx context.Context, caps []Capability) error {
+	for _, c := range caps {
+		if st, ok := c.(Starter); ok {
+			if err := st.Start(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // bindTools collects every capability's tools, refusing duplicate names.

@@ -90,7 +90,9 @@ func (s *Server) authed(pattern string, h handlerFunc) http.Handler {
 			s.count(t, err)
 			writeError(rec, err)
 		}
-		if r.Method == http.MethodGet && rec.status < 400 {
+		// Reads are not audited unless refused; starting or reattaching
+		// to a process is (a GET only because a WebSocket begins so).
+		if r.Method == http.MethodGet && rec.status < 400 && !strings.Contains(pattern, "/processes") {
 			return
 		}
 		tname := ""

@@ -336,27 +336,39 @@ func TestRunInterruptedExitsAsAShellReportsCtrlC(t *testing.T) {
 
 func TestRunGivesTheAgentTheUsersCache(t *testing.T) {
 	linuxBackend(t)
-	home := t.TempDir()
-	t.Setenv("AGENTBOX_HOME", home)
-	if err := os.MkdirAll(filepath.Join(home, "caches", "pip"), 0o755); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, file string
+		flags      []string
+	}{
+		{"named by --cache", "name: cached\nmodel: {provider: scripted, plan: plan.yaml}\n", []string{"--cache", "pip"}},
+		{"named by the agent file", "name: cached\ncaches: [pip]\nmodel: {provider: scripted, plan: plan.yaml}\n", nil},
 	}
-	if err := os.WriteFile(filepath.Join(home, "caches", "pip", "wheel"), []byte("from an earlier session\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, content := range map[string]string{
-		"agent.yaml": "name: cached\nmodel: {provider: scripted, plan: plan.yaml}\n",
-		"plan.yaml": "steps:\n  - call: {tool: exec_command, arguments: {cmd: 'cat \"$PIP_CACHE_DIR/wheel\"'}}\n" +
-			"    expect: {output_contains: \"from an earlier session\", exit_code: 0}\n  - final: done\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	stdout, stderr, code := runCLI(t, "run", "-q", "--cache", "pip", "--agent", filepath.Join(dir, "agent.yaml"), "--trace", filepath.Join(dir, "run.jsonl"), "read the cache")
-	if code != 0 || strings.TrimSpace(stdout) != "done" {
-		t.Fatalf("exit %d, stdout %q; the agent did not find the user's cache:\n%s", code, stdout, stderr)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			t.Setenv("AGENTBOX_HOME", home)
+			if err := os.MkdirAll(filepath.Join(home, "caches", "pip"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, "caches", "pip", "wheel"), []byte("from an earlier session\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			for name, content := range map[string]string{
+				"agent.yaml": tt.file,
+				"plan.yaml": "steps:\n  - call: {tool: exec_command, arguments: {cmd: 'cat \"$PIP_CACHE_DIR/wheel\"'}}\n" +
+					"    expect: {output_contains: \"from an earlier session\", exit_code: 0}\n  - final: done\n",
+			} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			args := append([]string{"run", "-q", "--agent", filepath.Join(dir, "agent.yaml"), "--trace", filepath.Join(dir, "run.jsonl")}, tt.flags...)
+			stdout, stderr, code := runCLI(t, append(args, "read the cache")...)
+			if code != 0 || strings.TrimSpace(stdout) != "done" {
+				t.Fatalf("exit %d, stdout %q; the agent did not find the user's cache:\n%s", code, stdout, stderr)
+			}
+		})
 	}
 }
 

@@ -113,8 +113,9 @@ const orphanAge = 2 * time.Minute
 // gcWorkspaces removes the temporary workspace directories (and the tmpfs
 // mounted on one) of sessions that have no container any more: what an
 // agentbox killed while it made a session, or one not root (whose
-// workspace is a plain directory) left. Only this user's directories, of
-// the name prepareWorkspace makes, older than orphanAge, are considered.
+// workspace is a plain directory) left. Only directories of the name
+// prepareWorkspace makes, older than orphanAge, and, not root, this
+// user's own, are considered.
 func (c *Client) gcWorkspaces(ctx context.Context, dryRun bool) ([]Reaped, error) {
 	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), workspacePrefix+"*"))
 	if err != nil {
@@ -124,7 +125,10 @@ func (c *Client) gcWorkspaces(ctx context.Context, dryRun bool) ([]Reaped, error
 	var errs []error
 	for _, dir := range dirs {
 		var st unix.Stat_t
-		if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != os.Geteuid() ||
+		// As root, a workspace given to its session user is this
+		// program's too; what RemoveAll removes is only ever what the
+		// directory holds (it follows no link).
+		if unix.Lstat(dir, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || os.Geteuid() != 0 && int(st.Uid) != os.Geteuid() ||
 			time.Since(time.Unix(st.Mtim.Unix())) < orphanAge {
 			continue
 		}

@@ -193,7 +193,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 	}
 
 	spec := sandbox.Spec{Policy: file.Policy, AllowWeaker: f.allowWeaker, Labels: map[string]string{"agent": a.Name}}
-	if err := toolcache.Apply(&spec, toolcache.Dir(), f.caches); err != nil {
+	if err := toolcache.Apply(&spec, toolcache.Dir(), append(file.Caches, f.caches...)); err != nil {
 		return fmt.Errorf("run: --cache: %w", err)
 	}
 	if f.workspace != "" {
