@@ -66,7 +66,9 @@ func (s *series) pct(p float64) time.Duration {
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000) }
 
 // diff is b-a, signed.
-func diff(a, b time.Duration) string { return fmt.Sprintf("%+.3f ms", float64((b-a).Microseconds())/1000) }
+func diff(a, b time.Duration) string {
+	return fmt.Sprintf("%+.3f ms", float64((b-a).Microseconds())/1000)
+}
 
 func run(execN, createN, clients, perClient, idleN int) error {
 	ctx := context.Background()
