@@ -178,10 +178,11 @@ is left of sessions that died.`,
   agentbox exec --session "$id" -- make test
   agentbox exec --session "$id" --tty -- bash
   agentbox session pause "$id"; agentbox session unpause "$id"
+  id=$(agentbox session create --port 8000); agentbox session forward "$id" 8000
   agentbox session ls
   agentbox session rm "$id"`,
 	}
-	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false))
+	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionForward())
 	return cmd
 }
 
@@ -190,6 +191,7 @@ func (a *App) sessionCreate() *cobra.Command {
 		sf      sandboxFlags
 		timeout time.Duration
 		asJSON  bool
+		ports   []int
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
@@ -207,6 +209,7 @@ func (a *App) sessionCreate() *cobra.Command {
 				return Failf("session create: --timeout %s: must be positive (0 means no limit)", timeout)
 			}
 			spec.Policy.Resources.ExecTimeout = timeout
+			spec.Ports = ports
 			if err := sf.checkRemote(cmd.Flags()); err != nil {
 				return err
 			}
@@ -256,6 +259,7 @@ func (a *App) sessionCreate() *cobra.Command {
 	sf.register(fl)
 	fl.DurationVar(&timeout, "timeout", 0, "wall-clock limit of each command run in the session (`DURATION`; a command may ask for less, never more)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's state (JSON) instead of its id")
+	fl.IntSliceVar(&ports, "port", nil, "expose `PORT` on the sandbox's loopback to the host through 'session forward' (repeatable)")
 	return cmd
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -50,23 +48,9 @@ session's timeout count the paused time.`
 
 // setPaused pauses or unpauses the session made by session create as id.
 func (a *App) setPaused(ctx context.Context, id string, on bool) error {
-	e, err := loadSession(id)
+	sess, err := a.resumeSession(ctx, id)
 	if err != nil {
 		return err
-	}
-	if err := a.needsFull(e.State.Backend); err != nil {
-		return err
-	}
-	c, err := a.OpenBackend(e.State.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
-	if err != nil {
-		return err
-	}
-	sess, err := c.Resume(ctx, e.State)
-	if errors.Is(err, sandbox.ErrGone) {
-		return fmt.Errorf("session %s is gone (%v); agentbox session rm %s removes what is left", id, err, id)
-	}
-	if err != nil {
-		return fmt.Errorf("session %s: %w", id, err)
 	}
 	if on {
 		return sandbox.Pause(ctx, sess)

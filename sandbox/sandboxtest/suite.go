@@ -48,6 +48,9 @@ const (
 	// not claim it must refuse them with sandbox.ErrUnsupported, which
 	// the pause tests then check instead of skipping.
 	CapPause Capability = "pause"
+	// CapPorts: exposed ports reached with sandbox.DialPort. A backend
+	// that cannot (NoPorts) must refuse DialPort with ErrUnsupported.
+	CapPorts Capability = "ports"
 )
 
 // Option adjusts the suite for a backend.
@@ -86,6 +89,10 @@ func SkipResume(reason ...string) Option { return Skip(CapResume, why(reason, "n
 // NoPause says the backend cannot pause on this host: the pause tests
 // check that Pause is refused with sandbox.ErrUnsupported.
 func NoPause(reason string) Option { return Skip(CapPause, reason) }
+
+// NoPorts says the backend cannot reach a session's exposed ports: the
+// port tests check that DialPort is refused with sandbox.ErrUnsupported.
+func NoPorts(reason string) Option { return Skip(CapPorts, reason) }
 
 func why(reason []string, def string) string {
 	if len(reason) == 0 || reason[0] == "" {
@@ -138,6 +145,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, ptyTests()...)
 	all = append(all, lifecycleTests()...)
 	all = append(all, pauseTests()...)
+	all = append(all, portTests()...)
 	all = append(all, policyTests()...)
 	all = append(all, partTests()...)
 	all = append(all, ownershipTests()...)
