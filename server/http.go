@@ -42,6 +42,8 @@ func (s *Server) routes(mux mux) {
 	route("PATCH /v1/sessions/{id}", s.handleUpdate)
 	route("POST /v1/sessions/{id}/stop", s.handleStop)
 	route("POST /v1/sessions/{id}/rebuild", s.handleRebuild)
+	route("POST /v1/sessions/{id}/pause", s.handlePause)
+	route("POST /v1/sessions/{id}/unpause", s.handleUnpause)
 	route("POST /v1/sessions/{id}/exec", s.handleExec)
 	route("GET /v1/sessions/{id}/processes", s.handleStart)
 	route("GET /v1/sessions/{id}/processes/{pid}", s.handleAttach)
@@ -195,6 +197,8 @@ func classify(err error) (int, string) {
 		{sandbox.ErrTimeout, http.StatusGatewayTimeout},
 		{sandbox.ErrOutputLimit, http.StatusBadRequest},
 		{sandbox.ErrUnavailable, http.StatusServiceUnavailable},
+		{sandbox.ErrUnsupported, http.StatusNotImplemented},
+		{sandbox.ErrPaused, http.StatusConflict},
 	} {
 		if errors.Is(err, k.kind) {
 			return k.status, api.KindOf(k.kind)

@@ -45,8 +45,9 @@ type UpdateSession struct {
 // Session is what the server reports of a session.
 type Session struct {
 	ID string `json:"id"`
-	// Status is StatusRunning, or StatusGone when its sandbox died
-	// without being deleted (what it left can be rebuilt).
+	// Status is StatusRunning; StatusPaused while its processes are
+	// frozen (POST .../pause); StatusGone when its sandbox died without
+	// being deleted (what it left can be rebuilt).
 	Status    string    `json:"status"`
 	Backend   string    `json:"backend"`
 	CreatedAt time.Time `json:"created_at"`
@@ -67,6 +68,7 @@ type Session struct {
 // Session statuses.
 const (
 	StatusRunning = "running"
+	StatusPaused  = "paused"
 	StatusGone    = "gone"
 )
 
@@ -168,6 +170,8 @@ const (
 	KindClosed            = "closed"
 	KindGone              = "gone"
 	KindUnavailable       = "unavailable"
+	KindUnsupported       = "unsupported"
+	KindPaused            = "paused"
 	KindUnauthorized      = "unauthorized"
 	KindQuota             = "quota"
 	KindTooLarge          = "too_large"
@@ -189,6 +193,8 @@ var kinds = []struct {
 	{KindClosed, sandbox.ErrClosed},
 	{KindGone, sandbox.ErrGone},
 	{KindUnavailable, sandbox.ErrUnavailable},
+	{KindUnsupported, sandbox.ErrUnsupported},
+	{KindPaused, sandbox.ErrPaused},
 }
 
 // KindOf is the wire kind of a sandbox error kind, "" for none.
