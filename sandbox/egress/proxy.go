@@ -61,6 +61,15 @@ type Config struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
+// Upstream is how a proxy reaches and verifies upstreams, for a backend's
+// tests that play a remote host on loopback: Dial and Roots go to
+// Config.Dial and Config.UpstreamRoots. The zero Upstream is the real
+// network and the system roots.
+type Upstream struct {
+	Dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	Roots *x509.CertPool
+}
+
 // Defaults for the zero Config fields.
 const (
 	DefaultDialTimeout    = 10 * time.Second
@@ -389,3 +398,8 @@ func (p *Proxy) CACert() []byte {
 	}
 	return slices.Clone(p.ca.certPEM)
 }
+
+// TrustEnv are the environment variables that point TLS clients at a
+// bundle file (OpenSSL and Go, Python requests, Node, git, curl); a
+// backend sets each to the file holding the system roots and CACert.
+var TrustEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE"}
