@@ -51,7 +51,7 @@ func TestStatAndRemoveFilesThroughTheAPI(t *testing.T) {
 // tarEntry is one entry of a test archive.
 type tarEntry struct {
 	name, body, link string
-	typ          byte
+	typ              byte
 }
 
 func makeTar(t *testing.T, ents ...tarEntry) []byte {
