@@ -121,6 +121,31 @@ type FileList struct {
 	Files []sandbox.FileInfo `json:"files"`
 }
 
+// ArchiveResult is the answer of PUT /v1/sessions/{id}/archive: how many
+// files and directories the archive wrote.
+type ArchiveResult struct {
+	Files int `json:"files"`
+	Dirs  int `json:"dirs"`
+}
+
+// Promote is the body of POST /v1/sessions/{id}/promote.
+type Promote struct {
+	// Rules are artifact rules as agentbox promote reads them, in JSON
+	// ({"outputs": [{"glob": "out/*.csv", "types": ["text/csv"]}]}),
+	// without json_schema.
+	Rules json.RawMessage `json:"rules"`
+	// RunID is copied into the provenance record.
+	RunID string `json:"run_id,omitempty"`
+}
+
+// Promoted is the answer of a promotion that passed: the provenance
+// record (agentbox-provenance.json) and the checked files by
+// workspace-relative path.
+type Promoted struct {
+	Record json.RawMessage `json:"record"`
+	Files  map[string]Blob `json:"files"`
+}
+
 // Snapshot is the answer of POST /v1/sessions/{id}/snapshots.
 type Snapshot struct {
 	ID string `json:"id"`
