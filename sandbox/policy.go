@@ -41,6 +41,32 @@ type NetworkPolicy struct {
 	// per allowed host, so that no secret enters the sandbox. They are
 	// never serialized.
 	Credentials map[string]map[string]string `json:"-"`
+	// Inspect lists allow-list entries (or hosts they admit) whose HTTPS
+	// the egress proxy terminates with a per-session CA the sandbox
+	// trusts, so that Rules and Secrets apply to it. Hosts named by a
+	// rule or a secret are inspected without being listed here; every
+	// other allowed host keeps an end-to-end CONNECT tunnel.
+	Inspect []string `json:"inspect,omitempty"`
+	// Rules admit requests to inspected hosts by method and path.
+	Rules []RequestRule `json:"rules,omitempty"`
+	// Secrets are credentials the egress proxy adds to requests (HTTPS,
+	// inspected, and plain HTTP). Never serialized, so never in a Spec,
+	// a State, a trace or the server's registry.
+	Secrets []Credential `json:"-"`
+}
+
+// Inspected is every host the egress proxy inspects: Inspect and the
+// hosts of Rules and Secrets, each once.
+func (n NetworkPolicy) Inspected() []string {
+	out := slices.Clone(n.Inspect)
+	for _, r := range n.Rules {
+		out = append(out, r.Host)
+	}
+	for _, c := range n.Secrets {
+		out = append(out, c.Host)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // EffectiveMode is Mode with the default applied.
@@ -167,6 +193,9 @@ func (p Policy) Validate() error {
 		if len(n.Allow) > 0 {
 			return Errorf(ErrInvalid, "policy: network %q with an allow-list (%s): choose one", n.EffectiveMode(), strings.Join(n.Allow, ","))
 		}
+		if len(n.Inspect)+len(n.Rules)+len(n.Secrets) > 0 {
+			return Errorf(ErrInvalid, "policy: network %q with inspection, request rules or credentials, which need an allow-list", n.EffectiveMode())
+		}
 	case NetworkAllowList:
 		if len(n.Allow) == 0 {
 			return Errorf(ErrInvalid, "policy: network allow-list is empty")
@@ -175,6 +204,9 @@ func (p Policy) Validate() error {
 			if err := ValidateHostPattern(h); err != nil {
 				return err
 			}
+		}
+		if err := n.validateInspection(); err != nil {
+			return err
 		}
 	default:
 		return Errorf(ErrInvalid, "policy: unknown network mode %q", n.Mode)
@@ -200,6 +232,33 @@ func (p Policy) Validate() error {
 			if !strings.HasPrefix(path, "/") {
 				return Errorf(ErrInvalid, "policy: path %q must be an absolute sandbox path", path)
 			}
+		}
+	}
+	return nil
+}
+
+// validateInspection checks that inspected hosts, rules and secrets are
+// well formed and name hosts the allow-list admits, so a typo does not
+// silently leave a host uninspected or a secret unsent.
+func (n NetworkPolicy) validateInspection() error {
+	for _, h := range n.Inspect {
+		if err := ValidateHostPattern(h); err != nil {
+			return err
+		}
+	}
+	for _, r := range n.Rules {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+	}
+	for _, c := range n.Secrets {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+	}
+	for _, h := range n.Inspected() {
+		if !HostCovered(n.Allow, h) {
+			return Errorf(ErrInvalid, "policy: %s is inspected (or has rules or credentials) but the allow-list (%s) does not admit it", h, strings.Join(n.Allow, ","))
 		}
 	}
 	return nil

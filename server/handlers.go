@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,14 +23,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, t *tenant)
 		return err
 	}
 	auditSession(w, l.rec.State.ID)
-	writeJSON(w, http.StatusCreated, l.view())
+	writeJSON(w, http.StatusCreated, l.view(r.Context()))
 	return nil
 }
 
-func (s *Server) handleList(w http.ResponseWriter, _ *http.Request, t *tenant) error {
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, t *tenant) error {
 	out := api.SessionList{Sessions: []api.Session{}}
 	for _, l := range t.list() {
-		out.Sessions = append(out.Sessions, l.view())
+		out.Sessions = append(out.Sessions, l.view(r.Context()))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -40,7 +41,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, t *tenant) er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, l.view())
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
 	return nil
 }
 
@@ -64,7 +65,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, t *tenant) e
 	if err := s.stop(r.Context(), l); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, l.view())
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
 	return nil
 }
 
@@ -78,7 +79,7 @@ func (s *Server) handleRebuild(w http.ResponseWriter, r *http.Request, t *tenant
 		return err
 	}
 	auditSession(w, nl.rec.State.ID)
-	writeJSON(w, http.StatusCreated, nl.view())
+	writeJSON(w, http.StatusCreated, nl.view(r.Context()))
 	return nil
 }
 
@@ -222,7 +223,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, t *tenant)
 	if err := s.reg.PutSession(rec); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, l.view())
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
 	return nil
 }
 
@@ -254,4 +255,28 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, t *tenant)
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	return t.store.Export(r.Context(), id, w)
+}
+
+// handlePause freezes every process of the session (see sandbox.Pauser):
+// it keeps its memory and files and uses no CPU until unpaused. Commands
+// are refused meanwhile (409, kind paused).
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	return s.pause(w, r, t, sandbox.Pause)
+}
+
+// handleUnpause lets a paused session's processes continue.
+func (s *Server) handleUnpause(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	return s.pause(w, r, t, sandbox.Unpause)
+}
+
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, t *tenant, op func(context.Context, sandbox.Session) error) error {
+	l, sess, err := s.use(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := op(r.Context(), sess); err != nil {
+		return s.checked(l, err)
+	}
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
+	return nil
 }

@@ -238,8 +238,10 @@ func (s *Server) snapshot(ctx context.Context, t *tenant, l *live, sess sandbox.
 	return ref, s.reg.PutSession(rec)
 }
 
-// view is what the API shows of l.
-func (l *live) view() api.Session {
+// view is what the API shows of l. Whether it is paused is asked of the
+// backend each time: the freeze lives in the kernel or the engine, and
+// another program may have paused it.
+func (l *live) view(ctx context.Context) api.Session {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.rec.State
@@ -251,6 +253,8 @@ func (l *live) view() api.Session {
 		Workspace: st.Workspace, OwnsWorkspace: st.OwnsWorkspace}
 	if l.sess == nil {
 		v.Status = api.StatusGone
+	} else if paused, err := sandbox.Paused(ctx, l.sess); err == nil && paused {
+		v.Status = api.StatusPaused
 	}
 	return v
 }

@@ -115,8 +115,14 @@ func listSessions() ([]sessionEntry, error) {
 // without touching it.
 type aliveChecker interface{ Alive(sandbox.State) bool }
 
+// statusReporter is a backend whose sessions' status is said by someone
+// else, asked each time (remote: the server).
+type statusReporter interface {
+	Status(ctx context.Context, st sandbox.State) (string, error)
+}
+
 // status is "running", "paused", "gone", or "unknown" for a backend this program
-// does not link or that cannot say.
+// does not link or that cannot say (a remote server that cannot be reached).
 func (a *App) status(st sandbox.State) string {
 	if _, linked := a.backends[st.Backend]; !linked {
 		return "unknown"
@@ -124,6 +130,15 @@ func (a *App) status(st sandbox.State) string {
 	c, err := a.OpenBackend(st.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
 	if err != nil {
 		return "unknown"
+	}
+	if sr, ok := c.(statusReporter); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := sr.Status(ctx, st)
+		if err != nil {
+			return "unknown"
+		}
+		return s
 	}
 	ac, ok := c.(aliveChecker)
 	if !ok {
@@ -269,6 +284,13 @@ func (a *App) sessionLs() *cobra.Command {
 			list, err := listSessions()
 			if err != nil {
 				return Fail(err)
+			}
+			// A session of a backend only agentbox-full links (remote,
+			// docker) has its status said there.
+			for _, e := range list {
+				if err := a.needsFull(e.State.Backend); err != nil {
+					return err
+				}
 			}
 			type row struct {
 				ID        string    `json:"id"`

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/sandbox/egress"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -49,6 +50,9 @@ type Options struct {
 	// (see ids.go). Zero means the "agentbox" entries of /etc/subuid and
 	// /etc/subgid, else a default block no host account uses.
 	IDs IDRange
+	// EgressUpstream replaces how session proxies reach and verify
+	// upstreams; for tests that play a remote HTTPS host on loopback.
+	EgressUpstream egress.Upstream
 }
 
 // initPath is the path a child execs the init program by when it is

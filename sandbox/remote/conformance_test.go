@@ -98,8 +98,7 @@ func linuxBackend(t *testing.T) server.NewBackend {
 func TestConformanceOverTheLinuxBackend(t *testing.T) {
 	sv := serve(t, linuxBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
-		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"))
+		sandboxtest.WithSnapshots(sv.store(t)))
 }
 
 func dockerBackend(t *testing.T) server.NewBackend {
@@ -119,6 +118,5 @@ func dockerBackend(t *testing.T) server.NewBackend {
 func TestConformanceOverTheDockerBackend(t *testing.T) {
 	sv := serve(t, dockerBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
-		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"))
+		sandboxtest.WithSnapshots(sv.store(t)))
 }

@@ -34,7 +34,19 @@ type Request struct {
 	Timeout int64 `json:"timeout,omitempty"`
 	// Port is the loopback port OpListen asks for (0: any).
 	Port int `json:"port,omitempty"`
+	// CACert, with OpListen, is the egress proxy's session CA (PEM): the
+	// init writes the sandbox's system bundle followed by it to
+	// TrustBundle before it answers, replacing an older one.
+	CACert string `json:"ca_cert,omitempty"`
 }
+
+// TrustDir is a small tmpfs of its own in a session with an allow-list,
+// writable by the init after the root became read-only; TrustBundle in
+// it is the CA bundle the sandbox's TLS clients are pointed at.
+const (
+	TrustDir    = "/etc/agentbox"
+	TrustBundle = TrustDir + "/ca-bundle.pem"
+)
 
 const (
 	OpExec = "exec"

@@ -84,6 +84,12 @@ func (st *initState) handle(c *net.UnixConn) {
 		_ = control.Send(c, control.Reply{Info: &control.Info{ID: st.cfg.ID, Landlock: st.report}})
 	case control.OpListen:
 		control.CloseAll(files)
+		if req.CACert != "" {
+			if err := writeTrustBundle(req.CACert); err != nil {
+				_ = control.Send(c, control.Reply{Error: err.Error()})
+				return
+			}
+		}
 		st.listen(c, req.Port)
 	case control.OpExec:
 		st.exec(c, req, files)
