@@ -227,7 +227,7 @@ func (p Policy) Validate() error {
 		"memory": r.MemoryBytes, "pids": r.Pids, "disk": r.DiskBytes,
 		"output": r.OutputBytes, "exec timeout": int64(r.ExecTimeout),
 		"session timeout": int64(r.SessionTimeout),
-		"idle timeout": int64(r.IdleTimeout),
+		"idle timeout":    int64(r.IdleTimeout),
 	} {
 		if v < 0 {
 			return Errorf(ErrInvalid, "policy: %s limit is negative", name)
