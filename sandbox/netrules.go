@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"net/http"
 	"strings"
 )
 
@@ -65,7 +64,7 @@ func (r RequestRule) Validate() error {
 		if m == "" || m != strings.ToUpper(m) || strings.ContainsFunc(m, func(c rune) bool { return c < 'A' || c > 'Z' }) {
 			return Errorf(ErrInvalid, "request rule for %s: method %q is not an upper-case HTTP method", r.Host, m)
 		}
-		if m == http.MethodConnect {
+		if m == "CONNECT" {
 			return Errorf(ErrInvalid, "request rule for %s: CONNECT is the proxy's own method", r.Host)
 		}
 	}
