@@ -193,10 +193,11 @@ is left of sessions that died.`,
   agentbox exec --session "$id" -- make test
   agentbox exec --session "$id" --tty -- bash
   agentbox session pause "$id"; agentbox session unpause "$id"
+  agentbox session watch "$id" src
   agentbox session ls
   agentbox session rm "$id"`,
 	}
-	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false))
+	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch())
 	return cmd
 }
 
