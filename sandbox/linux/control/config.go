@@ -82,6 +82,9 @@ const (
 	FdControl  = 4 // listening control socket
 	FdTracking = 5 // session tracking group directory, when Tracking
 	// FdJoinFirst is the first of the v1 group directories to join.
+	// The init program itself follows them (at FdJoinFirst+Join): the
+	// child execs it from there, and the init closes it with every other
+	// descriptor it does not use.
 	FdJoinFirst = 6
 )
 
