@@ -127,7 +127,9 @@ func (s *Server) recover(ctx context.Context) error {
 		l := &live{rec: rec}
 		l.touch(s.opts.Now())
 		if !rec.Gone {
-			sess, err := t.client.Resume(ctx, rec.State)
+			st := rec.State
+			st.Spec.Policy.Network.Secrets = t.secretsFor(st.Spec.Policy.Network)
+			sess, err := t.client.Resume(ctx, st)
 			switch {
 			case err == nil:
 				l.sess = sess
