@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/snapshot"
+	"github.com/agentbox/agentbox/trace"
 )
 
 // NewBackend makes the backend client of one tenant, whose snapshots go to
@@ -142,6 +143,12 @@ func (s *Server) recover(ctx context.Context) error {
 				return fmt.Errorf("server: resume session %s of tenant %s: %w", rec.State.ID, rec.Tenant, err)
 			}
 		}
+		s.openTrace(l)
+		if l.rec.Gone {
+			l.emit(trace.Event{Type: trace.RunStart, Agent: "serve", Session: rec.State.ID, Input: "found gone by a restarted server"})
+		} else {
+			l.emit(trace.Event{Type: trace.RunStart, Agent: "serve", Session: rec.State.ID, Input: "resumed by a restarted server"})
+		}
 		t.sessions[rec.State.ID] = l
 	}
 	s.log.Info("registry loaded", "sessions", len(recs))
@@ -194,12 +201,13 @@ func (s *Server) Close(ctx context.Context, closeSessions bool) error {
 	for _, t := range tenants {
 		for _, l := range t.list() {
 			if closeSessions {
-				if err := s.deleteSession(ctx, t, l); err != nil {
+				if err := s.deleteSession(ctx, t, l, "deleted: the server closed with --close-on-exit"); err != nil {
 					errs = append(errs, err)
 				}
 				continue
 			}
 			l.detachAll()
+			l.closeTrace()
 		}
 	}
 	for _, t := range tenants {
