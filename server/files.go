@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
+	"github.com/agentbox/agentbox/trace"
 )
 
 // Files beyond read, write and list go through the Session contract too,
@@ -109,6 +110,7 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request, t *tenant)
 	if err != nil {
 		return s.checked(l, err)
 	}
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: "remove", Arguments: rel, Err: strings.TrimSpace(string(res.Stderr))})
 	if res.ExitCode != 0 {
 		msg := strings.TrimSpace(string(res.Stderr))
 		if strings.Contains(msg, "not empty") {
@@ -281,6 +283,7 @@ func (s *Server) handlePutArchive(w http.ResponseWriter, r *http.Request, t *ten
 			return s.checked(l, err)
 		}
 	}
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: "write_archive", Arguments: dest, Output: fmt.Sprintf("%d files, %d directories", len(files), len(dirs))})
 	writeJSON(w, http.StatusOK, api.ArchiveResult{Files: len(files), Dirs: len(dirs)})
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
+	"github.com/agentbox/agentbox/trace"
 )
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, t *tenant) error {
@@ -50,7 +51,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, t *tenant)
 	if err != nil {
 		return err
 	}
-	if err := s.deleteSession(r.Context(), t, l); err != nil {
+	if err := s.deleteSession(r.Context(), t, l, "deleted"); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -100,8 +101,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, t *tenant) e
 	}
 	res, err := sandbox.Exec(r.Context(), sess, er)
 	if err != nil {
+		l.emit(trace.Event{Type: trace.SandboxExec, Tool: "exec", Cmd: traceCmd(req.Cmd), Err: err.Error()})
 		return s.checked(l, err)
 	}
+	l.emit(execEvent("exec", req.Cmd, res.ExitStatus, res.Duration))
 	s.observe(t, res.Duration, len(res.Violations))
 	writeJSON(w, http.StatusOK, api.ExecResult{ExitStatus: res.ExitStatus, Stdout: res.Stdout, Stderr: res.Stderr,
 		Duration: api.Duration(res.Duration), OutputTruncated: res.OutputTruncated})
@@ -145,6 +148,7 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request, t *tena
 	if err := sess.WriteFile(r.Context(), q.Get("path"), data, fsMode(mode)); err != nil {
 		return s.checked(l, err)
 	}
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: "write_file", Arguments: q.Get("path"), Bytes: len(data)})
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -261,15 +265,15 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, t *tenant)
 // it keeps its memory and files and uses no CPU until unpaused. Commands
 // are refused meanwhile (409, kind paused).
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request, t *tenant) error {
-	return s.pause(w, r, t, sandbox.Pause)
+	return s.pause(w, r, t, "pause", sandbox.Pause)
 }
 
 // handleUnpause lets a paused session's processes continue.
 func (s *Server) handleUnpause(w http.ResponseWriter, r *http.Request, t *tenant) error {
-	return s.pause(w, r, t, sandbox.Unpause)
+	return s.pause(w, r, t, "unpause", sandbox.Unpause)
 }
 
-func (s *Server) pause(w http.ResponseWriter, r *http.Request, t *tenant, op func(context.Context, sandbox.Session) error) error {
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, t *tenant, name string, op func(context.Context, sandbox.Session) error) error {
 	l, sess, err := s.use(t, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -277,6 +281,7 @@ func (s *Server) pause(w http.ResponseWriter, r *http.Request, t *tenant, op fun
 	if err := op(r.Context(), sess); err != nil {
 		return s.checked(l, err)
 	}
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: name})
 	writeJSON(w, http.StatusOK, l.view(r.Context()))
 	return nil
 }

@@ -57,6 +57,8 @@ func (s *Server) routes(mux mux) {
 	route("POST /v1/sessions/{id}/promote", s.handlePromote)
 	route("POST /v1/sessions/{id}/snapshots", s.handleSnapshot)
 	route("GET /v1/snapshots", s.handleSnapshots)
+	route("GET /v1/traces", s.handleTraces)
+	route("GET /v1/traces/{id}", s.handleTrace)
 	route("POST /v1/snapshots", s.handleImport)
 	route("GET /v1/snapshots/{sid}/export", s.handleExport)
 	route("GET /v1/backend", s.handleBackend)

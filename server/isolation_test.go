@@ -44,6 +44,7 @@ func TestATenantFindsNothingOfAnother(t *testing.T) {
 		{"POST", "/v1/sessions/%s/promote", `{"rules": {"outputs": [{"glob": "*.txt"}]}}`},
 		{"POST", "/v1/sessions/%s/snapshots", nil},
 		{"POST", "/v1/sessions/%s/pause", nil},
+		{"GET", "/v1/traces/%s", nil},
 		{"POST", "/v1/sessions/%s/unpause", nil},
 	}
 	// Every route on a session is tried.

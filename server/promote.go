@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/artifact"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
+	"github.com/agentbox/agentbox/trace"
 )
 
 // handlePromote checks the session's outputs against the request's
@@ -45,11 +47,24 @@ func (s *Server) handlePromote(w http.ResponseWriter, r *http.Request, t *tenant
 	}
 	defer os.RemoveAll(tmp)
 	dest := filepath.Join(tmp, "out")
-	opts := artifact.PromoteOptions{RunID: req.RunID, NewSession: s.scratchLike(t, sess)}
+	opts := artifact.PromoteOptions{RunID: req.RunID, TraceID: l.traceID(), NewSession: s.scratchLike(t, sess)}
 	rec, err := artifact.Promote(r.Context(), artifact.NewSessionSource(sess), rules, dest, opts)
 	if err != nil {
+		var rej *artifact.RejectedError
+		if errors.As(err, &rej) {
+			ev := trace.Event{Type: trace.Promotion}
+			for _, v := range rej.Violations {
+				ev.Rejected = append(ev.Rejected, v.String())
+			}
+			l.emit(ev)
+		}
 		return s.checked(l, err)
 	}
+	ev := trace.Event{Type: trace.Promotion, Dest: "the API answer"}
+	for _, f := range rec.Files {
+		ev.Files = append(ev.Files, trace.PromotedFile{Path: f.Path, SHA256: f.SHA256, Size: f.Size})
+	}
+	l.emit(ev)
 	out := api.Promoted{Files: map[string]api.Blob{}}
 	if out.Record, err = json.Marshal(rec); err != nil {
 		return err

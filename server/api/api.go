@@ -146,6 +146,18 @@ type Promoted struct {
 	Files  map[string]Blob `json:"files"`
 }
 
+// TraceInfo is one of a tenant's session traces.
+type TraceInfo struct {
+	Session string    `json:"session"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// TraceList is the body of GET /v1/traces.
+type TraceList struct {
+	Traces []TraceInfo `json:"traces"`
+}
+
 // Snapshot is the answer of POST /v1/sessions/{id}/snapshots.
 type Snapshot struct {
 	ID string `json:"id"`
