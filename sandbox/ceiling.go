@@ -54,6 +54,7 @@ func Bound(ceiling, asked Policy) (Policy, error) {
 	limit("output", a.OutputBytes, c.OutputBytes, &r.OutputBytes, bytes)
 	limit("exec timeout", int64(a.ExecTimeout), int64(c.ExecTimeout), (*int64)(&r.ExecTimeout), dur)
 	limit("session timeout", int64(a.SessionTimeout), int64(c.SessionTimeout), (*int64)(&r.SessionTimeout), dur)
+	limit("idle timeout", int64(a.IdleTimeout), int64(c.IdleTimeout), (*int64)(&r.IdleTimeout), dur)
 	switch {
 	case a.CPUs == 0:
 	case c.CPUs > 0 && a.CPUs > c.CPUs:

@@ -102,6 +102,12 @@ type Resources struct {
 	ExecTimeout time.Duration `json:"exec_timeout,omitempty"`
 	// SessionTimeout is the wall-clock limit of the whole session.
 	SessionTimeout time.Duration `json:"session_timeout,omitempty"`
+	// IdleTimeout ends the session once it has been idle this long: no
+	// command running that was started through the session, and no
+	// request (a command's start, sandbox.Extend) made of it meanwhile.
+	// What a finished command left in the background does not count,
+	// nor does paused time (the idle clock starts again at unpause).
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 	// OutputBytes caps the captured stdout and stderr of each Exec (each
 	// stream); past it output is dropped and the result says so.
 	OutputBytes int64 `json:"output_bytes,omitempty"`
@@ -140,13 +146,15 @@ const (
 	PartTimeout Part = "resources.timeout"
 	// PartOutput: the per-exec output cap.
 	PartOutput Part = "resources.output"
+	// PartIdleTimeout: the idle timeout ends an idle session.
+	PartIdleTimeout Part = "resources.idle_timeout"
 )
 
 // AllParts is every policy part, in a stable order.
 var AllParts = []Part{
 	PartFilesystem, PartReadOnlyPaths, PartDenyPaths, PartNetworkNone,
 	PartNetworkAllowList, PartProcesses, PartIdentity, PartMemory, PartPids,
-	PartCPU, PartDisk, PartTimeout, PartOutput,
+	PartCPU, PartDisk, PartTimeout, PartOutput, PartIdleTimeout,
 }
 
 // Requires lists the parts that enforcing p needs. Isolation parts
@@ -182,6 +190,9 @@ func (p Policy) Requires() []Part {
 	if r.ExecTimeout > 0 || r.SessionTimeout > 0 {
 		parts = append(parts, PartTimeout)
 	}
+	if r.IdleTimeout > 0 {
+		parts = append(parts, PartIdleTimeout)
+	}
 	return parts
 }
 
@@ -216,6 +227,7 @@ func (p Policy) Validate() error {
 		"memory": r.MemoryBytes, "pids": r.Pids, "disk": r.DiskBytes,
 		"output": r.OutputBytes, "exec timeout": int64(r.ExecTimeout),
 		"session timeout": int64(r.SessionTimeout),
+		"idle timeout":    int64(r.IdleTimeout),
 	} {
 		if v < 0 {
 			return Errorf(ErrInvalid, "policy: %s limit is negative", name)

@@ -322,3 +322,35 @@ func TestSessionWatchPrintsTheSandboxsChangesAsJSONLines(t *testing.T) {
 		t.Fatal("session watch did not end on SIGINT")
 	}
 }
+
+func TestASessionWithAnIdleTimeoutEndsIdleAndExtendPutsItOff(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create", "--idle-timeout", "2s"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	status := func() string {
+		var rows []struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(e.ok("session", "ls", "--json")), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("session ls --json: %v, %d rows", err, len(rows))
+		}
+		return rows[0].Status
+	}
+	for range 4 {
+		time.Sleep(time.Second)
+		e.ok("session", "extend", id)
+	}
+	if got := status(); got != "running" {
+		t.Fatalf("session ls says %q of a session extended every second", got)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for status() != "gone" {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle session with an idle timeout of 2s still ran 15 s later")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if _, stderr, code := e.run("session", "extend", id); code == 0 || !strings.Contains(stderr, "gone") {
+		t.Fatalf("extend of an ended session: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -194,10 +194,11 @@ is left of sessions that died.`,
   agentbox exec --session "$id" --tty -- bash
   agentbox session pause "$id"; agentbox session unpause "$id"
   agentbox session watch "$id" src
+  id=$(agentbox session create --idle-timeout 10m); agentbox session extend "$id"
   agentbox session ls
   agentbox session rm "$id"`,
 	}
-	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch())
+	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch(), a.sessionExtend())
 	return cmd
 }
 
@@ -205,6 +206,7 @@ func (a *App) sessionCreate() *cobra.Command {
 	var (
 		sf      sandboxFlags
 		timeout time.Duration
+		idle    time.Duration
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
@@ -223,6 +225,10 @@ func (a *App) sessionCreate() *cobra.Command {
 				return Failf("session create: --timeout %s: must be positive (0 means no limit)", timeout)
 			}
 			spec.Policy.Resources.ExecTimeout = timeout
+			if idle < 0 {
+				return Failf("session create: --idle-timeout %s: must be positive (0 means none)", idle)
+			}
+			spec.Policy.Resources.IdleTimeout = idle
 			if err := sf.checkRemote(cmd.Flags()); err != nil {
 				return err
 			}
@@ -271,6 +277,7 @@ func (a *App) sessionCreate() *cobra.Command {
 	fl := cmd.Flags()
 	sf.register(fl)
 	fl.DurationVar(&timeout, "timeout", 0, "wall-clock limit of each command run in the session (`DURATION`; a command may ask for less, never more)")
+	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it, nor 'session extend' been asked, for `DURATION` (paused time does not count)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's state (JSON) instead of its id")
 	return cmd
 }

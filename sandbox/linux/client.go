@@ -212,6 +212,8 @@ func New(opts Options) (_ *Client, err error) {
 	if cost := cg.ThreadMoveCost(); cost != "" {
 		c.notes = append(c.notes, cost)
 	}
+	// The init's own clock: no kernel feature needed.
+	c.enforces = append(c.enforces, sandbox.PartIdleTimeout)
 	switch cg.Tracking() {
 	case "v1":
 		c.enforces = append(c.enforces, sandbox.PartTimeout)

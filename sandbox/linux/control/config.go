@@ -43,6 +43,10 @@ type Config struct {
 	// SessionTimeout (nanoseconds, 0 for none) ends the session that
 	// long after it is ready.
 	SessionTimeout int64 `json:"session_timeout,omitempty"`
+	// IdleTimeout (nanoseconds, 0 for none) ends the session once no
+	// control connection has been open for that long (a running command
+	// holds its connection open).
+	IdleTimeout int64 `json:"idle_timeout,omitempty"`
 	// Rootless says the init runs in a user namespace of its own, where
 	// only the sandbox user (UID, GID) maps to a host id: the invoking
 	// user's. Otherwise the session's user namespace maps sessionIDs ids

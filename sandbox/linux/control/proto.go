@@ -21,7 +21,7 @@ import (
 
 // Request is what a client sends to the init.
 type Request struct {
-	// Op is OpExec, OpKill, OpInfo or OpListen.
+	// Op is OpExec, OpKill, OpInfo, OpListen or OpExtend.
 	Op string `json:"op"`
 	// Exec fields.
 	Cmd []string `json:"cmd,omitempty"`
@@ -55,6 +55,9 @@ const (
 	// OpListen asks for a TCP listener on the sandbox's 127.0.0.1 (the
 	// egress proxy's); the Reply carries its descriptor.
 	OpListen = "listen"
+	// OpExtend is a use of the session and nothing else: the idle
+	// timeout starts again (sandbox.Extend).
+	OpExtend = "extend"
 )
 
 // Reply is what the init sends back.
