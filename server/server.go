@@ -17,10 +17,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/mcp"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/snapshot"
 	"github.com/agentbox/agentbox/trace"
@@ -75,6 +77,11 @@ type tenant struct {
 	mu       sync.Mutex
 	sessions map[string]*live
 	pending  usage
+
+	// mcp is its MCP server and mcpHTTP its handler, made on first use
+	// (see mcp.go).
+	mcp     *mcp.Server
+	mcpHTTP http.Handler
 }
 
 // New opens the registry in opts.Data and finds again every session it
@@ -199,6 +206,14 @@ func (s *Server) Close(ctx context.Context, closeSessions bool) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, t := range tenants {
+		// An MCP client's sessions are its own: they end with the
+		// connection, which ends here.
+		t.mu.Lock()
+		m := t.mcp
+		t.mu.Unlock()
+		if m != nil {
+			m.Close(ctx)
+		}
 		for _, l := range t.list() {
 			if closeSessions {
 				if err := s.deleteSession(ctx, t, l, "deleted: the server closed with --close-on-exit"); err != nil {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serveEnv is a real agentbox serve on a unix socket, with its data, the
@@ -211,5 +213,120 @@ func TestSessionLsSaysWhatTheServerSaysOfRemoteSessions(t *testing.T) {
 	e.kill9()
 	if got := e.lsStatus(tok, id); got != "unknown" {
 		t.Fatalf("with the server down the session is %q, want unknown", got)
+	}
+}
+
+// bearerOn adds a bearer token to every request of base.
+type bearerOn struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (b bearerOn) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// mcpClient connects the MCP SDK's client to the tenant of tok at the
+// server's /v1/mcp.
+func (e *serveEnv) mcpClient(tok string) *mcpEnv {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "serve-test", Version: "v0"}, nil)
+	hc := &http.Client{Transport: bearerOn{base: e.client().Transport, token: tok}}
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://agentbox/v1/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		e.t.Fatalf("connect to /v1/mcp: %v", err)
+	}
+	e.t.Cleanup(func() { _ = cs.Close() })
+	return &mcpEnv{t: e.t, cs: cs}
+}
+
+// sessions are the ids GET /v1/sessions lists for tok's tenant.
+func (e *serveEnv) sessions(tok string) []string {
+	e.t.Helper()
+	status, body := e.do(tok, "GET", "/v1/sessions", "")
+	if status != http.StatusOK {
+		e.t.Fatalf("GET /v1/sessions: %d %s", status, body)
+	}
+	var l struct {
+		Sessions []struct {
+			ID string `json:"id"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		e.t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range l.Sessions {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+func TestMCPIsARouteOfServePerTenant(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("tenants:\n  acme: {sessions: 2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := startServe(t, t.TempDir(), t.TempDir(), "--config", cfg)
+	acme, other := e.token("acme"), e.token("other")
+
+	// No key, a wrong key: refused before MCP sees anything.
+	for _, tok := range []string{"", "abx_nope_nope"} {
+		status, body := e.do(tok, "POST", "/v1/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`)
+		if status != http.StatusUnauthorized {
+			t.Fatalf("POST /v1/mcp with key %q: %d %s, want 401", tok, status, body)
+		}
+	}
+
+	m := e.mcpClient(acme)
+	tools, err := m.cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("list tools: %v %v", tools, err)
+	}
+	out := m.ok("sandbox_create", map[string]any{})
+	id := sessionID(t, out)
+	if got := m.ok("exec", map[string]any{"session_id": id, "cmd": "echo from mcp > f.txt; cat f.txt"}); !strings.Contains(got, "from mcp") {
+		t.Fatalf("exec = %q", got)
+	}
+	m.refused("read_file", map[string]any{"session_id": id, "path": "../../etc/shadow"}, "workspace")
+
+	// The session is the tenant's: listed, its file readable through the
+	// API, and counted in its quota.
+	if ids := e.sessions(acme); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("acme lists %v, want [%s]", ids, id)
+	}
+	if status, body := e.do(acme, "GET", "/v1/sessions/"+id+"/files?path=f.txt", ""); status != http.StatusOK || string(body) != "from mcp\n" {
+		t.Fatalf("the MCP session's file through the API: %d %q", status, body)
+	}
+	m.ok("sandbox_create", map[string]any{})
+	m.refused("sandbox_create", map[string]any{}, "live sessions: limit 2")
+
+	// Invisible to another tenant, over the API and over its own MCP.
+	if ids := e.sessions(other); len(ids) != 0 {
+		t.Fatalf("tenant other lists %v", ids)
+	}
+	if status, _ := e.do(other, "GET", "/v1/sessions/"+id, ""); status != http.StatusNotFound {
+		t.Fatalf("tenant other on acme's MCP session: %d, want 404", status)
+	}
+	o := e.mcpClient(other)
+	o.refused("exec", map[string]any{"session_id": id, "cmd": "true"}, id)
+	if out := o.ok("sandbox_list", map[string]any{}); strings.Contains(out, id) {
+		t.Fatalf("tenant other's sandbox_list shows acme's session: %s", out)
+	}
+
+	// The MCP client leaves: its sessions are deleted on the server.
+	if err := m.cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.sessions(acme)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's MCP sessions left after its client went: %v", e.sessions(acme))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
