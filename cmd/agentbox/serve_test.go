@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -328,5 +330,78 @@ func TestMCPIsARouteOfServePerTenant(t *testing.T) {
 			t.Fatalf("acme's MCP sessions left after its client went: %v", e.sessions(acme))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A server killed with SIGKILL while 20 commands run, then started again on
+// the same data, finds every session, running and usable with its files.
+func TestServeKilledDuringConcurrentExecsFindsEverySessionAgain(t *testing.T) {
+	const n = 20
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("defaults: {sessions: 30}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, state := t.TempDir(), t.TempDir()
+	first := startServe(t, data, state, "--config", cfg)
+	tok := first.token("acme")
+	var ids []string
+	for i := range n {
+		status, body := first.do(tok, "POST", "/v1/sessions", "{}")
+		if status != http.StatusCreated {
+			t.Fatalf("create session %d: %d %s", i, status, body)
+		}
+		var s struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+		if status, body := first.do(tok, "PUT", "/v1/sessions/"+s.ID+"/files?path=kept.txt", "kept "+s.ID); status != http.StatusNoContent {
+			t.Fatalf("write in %s: %d %s", s.ID, status, body)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", "http://agentbox/v1/sessions/"+id+"/exec", strings.NewReader(`{"cmd": ["sh", "-c", "echo started > started; sleep 30"]}`))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			if resp, err := first.client().Do(req); err == nil {
+				resp.Body.Close() // the server dies first; nothing to check
+			}
+		})
+	}
+	for _, id := range ids {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if status, _ := first.do(tok, "GET", "/v1/sessions/"+id+"/stat?path=started", ""); status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the command in %s did not start", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first.kill9()
+	wg.Wait()
+
+	second := startServe(t, data, state, "--config", cfg)
+	listed := second.sessions(tok)
+	slices.Sort(listed)
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("after the restart the tenant lists %v, want %v", listed, want)
+	}
+	for _, id := range ids {
+		status, body := second.do(tok, "GET", "/v1/sessions/"+id, "")
+		if status != http.StatusOK || !strings.Contains(string(body), `"status": "running"`) {
+			t.Fatalf("session %s after the restart: %d %s", id, status, body)
+		}
+		status, body = second.do(tok, "POST", "/v1/sessions/"+id+"/exec", `{"cmd": ["cat", "kept.txt"]}`)
+		if status != http.StatusOK || !strings.Contains(string(body), `"stdout": "kept `+id+`"`) {
+			t.Fatalf("exec in %s after the restart: %d %s", id, status, body)
+		}
 	}
 }
