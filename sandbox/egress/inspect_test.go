@@ -438,3 +438,24 @@ func TestCloseEndsInspectedConnections(t *testing.T) {
 		t.Errorf("Serve did not return after Close")
 	}
 }
+
+func TestSecretsNeverGoOutInClearText(t *testing.T) {
+	t.Setenv("AGENTBOX_TEST_TOKEN", testSecret)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "auth=%q key=%q", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+	}))
+	defer plain.Close()
+	p, addr := startProxy(t, Config{
+		Allow: []string{"api.example.com"},
+		Dial:  routes{"api.example.com:80": plain.Listener.Addr().String()}.dial,
+		Secrets: []sandbox.Credential{
+			{Host: "api.example.com", Kind: sandbox.CredBearer, Source: "env:AGENTBOX_TEST_TOKEN"},
+			{Host: "api.example.com", Kind: sandbox.CredPlaceholder, Name: "API_KEY", Source: "env:AGENTBOX_TEST_TOKEN"},
+		},
+	})
+	ph := p.Placeholders()["API_KEY"]
+	resp, body := get(t, proxiedClient(t, addr, nil), "GET", "http://api.example.com/", map[string]string{"X-Api-Key": ph}, "")
+	if resp.StatusCode != 200 || strings.Contains(body, testSecret) || body != fmt.Sprintf("auth=%q key=%q", "", ph) {
+		t.Errorf("plain HTTP to the secret's host: %d %q, want no secret and the placeholder left as is", resp.StatusCode, body)
+	}
+}
