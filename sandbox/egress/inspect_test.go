@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -391,5 +394,47 @@ func TestGlobMatch(t *testing.T) {
 		if got := globMatch(tc.glob, tc.path); got != tc.want {
 			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.glob, tc.path, got, tc.want)
 		}
+	}
+}
+
+func TestCloseEndsInspectedConnections(t *testing.T) {
+	srv, _ := httpsUpstream(t, nil)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	p, err := New(Config{
+		Allow: []string{"api.example.com"}, Inspect: []string{"api.example.com"}, UpstreamRoots: roots,
+		Dial:   routes{"api.example.com:443": srv.Listener.Addr().String()}.dial,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(l) }()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.CACert())
+	conn, _ := connect(t, l.Addr().String(), "api.example.com:443")
+	tc := tls.Client(conn, &tls.Config{RootCAs: pool, ServerName: "api.example.com"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := tc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("an inspected connection outlived Close: read gave %v", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("Serve did not return after Close")
 	}
 }
