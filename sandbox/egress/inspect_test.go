@@ -215,6 +215,7 @@ func TestPlaceholdersAreSwappedOnlyTowardTheirHost(t *testing.T) {
 		{"in a body to another host", "POST", "https://other.example.com/upload", nil, strings.Repeat("x", 100<<10) + ph + "tail"},
 		{"over plain HTTP", "GET", "http://plain.example.com/", map[string]string{"Cookie": "k=" + ph}, ""},
 		{"to its host outside the path prefix", "GET", "https://api.example.com/v2/", map[string]string{"X-Api-Key": ph}, ""},
+		{"in a host name", "GET", "http://" + ph + ".example.com/", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(p.Denials())
