@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"github.com/agentbox/agentbox/sandbox"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,12 @@ type Limits struct {
 	// covers its subdomains); empty: no network at all. Host networking
 	// is never allowed.
 	Network []string `yaml:"network"`
+	// Credentials are secrets the server's egress proxy adds to requests
+	// of the tenant's sessions, in the syntax of agentbox exec
+	// --credential (HOST[/PREFIX]=KIND:SOURCE, read by the server). A
+	// session gets those whose host its allow-list admits; an API client
+	// never sees or sends one, and none is written to the registry.
+	Credentials []string `yaml:"credentials"`
 	// HostBase is the host directory under which a session's workspace
 	// and mounts may lie; empty: none (the backend makes the workspace).
 	HostBase string `yaml:"host_base"`
@@ -62,6 +69,11 @@ type Limits struct {
 	// Rate caps the tenant's requests per second (a burst of twice that
 	// is allowed); 0 for none.
 	Rate float64 `yaml:"rate"`
+	// Pool keeps this many sessions of the tenant's default spec (what a
+	// create with an empty spec gets) made ahead, so that such a create
+	// returns one at once (package sandbox/pool); 0 for none. A pooled
+	// session counts in the quota once handed out.
+	Pool int `yaml:"pool"`
 }
 
 // DefaultLimits apply where neither the tenant nor the defaults say.
@@ -114,7 +126,12 @@ func (c Config) validate() error {
 				return fmt.Errorf("%s: network entry %q is not a host name", where, h)
 			}
 		}
-		if l.Sessions < 0 || l.Memory < 0 || l.CPUs < 0 || l.Rate < 0 || l.Body < 0 {
+		for _, c := range l.Credentials {
+			if _, err := sandbox.ParseCredential(c); err != nil {
+				return fmt.Errorf("%s: credentials: %w", where, err)
+			}
+		}
+		if l.Sessions < 0 || l.Memory < 0 || l.CPUs < 0 || l.Rate < 0 || l.Body < 0 || l.Pool < 0 {
 			return fmt.Errorf("%s: limits cannot be negative", where)
 		}
 		return nil
@@ -175,6 +192,9 @@ func fill(l, base Limits) Limits {
 	if l.Network == nil {
 		l.Network = base.Network
 	}
+	if l.Credentials == nil {
+		l.Credentials = base.Credentials
+	}
 	if l.HostBase == "" {
 		l.HostBase = base.HostBase
 	}
@@ -183,6 +203,9 @@ func fill(l, base Limits) Limits {
 	}
 	if l.Rate == 0 {
 		l.Rate = base.Rate
+	}
+	if l.Pool == 0 {
+		l.Pool = base.Pool
 	}
 	return l
 }

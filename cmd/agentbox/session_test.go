@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,5 +251,204 @@ func TestASessionMadeFromAManifestKeepsItsWorkspaceUntilRemoved(t *testing.T) {
 	e.ok("session", "rm", id)
 	if left, _ := filepath.Glob(filepath.Join(tmp, "agentbox-ws-*")); len(left) > 0 {
 		t.Errorf("session rm left the temporary workspace: %v", left)
+	}
+}
+
+func TestSessionWatchPrintsTheSandboxsChangesAsJSONLines(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("exec", "--session", id, "--", "mkdir", "out")
+	cmd := exec.Command(e.bin, "session", "watch", id, "out")
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan map[string]any)
+	go func() {
+		dec := json.NewDecoder(stdout)
+		for {
+			var ev map[string]any
+			if dec.Decode(&ev) != nil {
+				close(lines)
+				return
+			}
+			lines <- ev
+		}
+	}()
+	// The watch is set up once the command runs; write until it says so.
+	want := map[string]bool{"create out/report.txt": false, "rename out/final.txt": false}
+	deadline := time.After(20 * time.Second)
+	write := true
+	for {
+		if write {
+			e.ok("exec", "--session", id, "--", "sh", "-c", "echo done > out/report.txt && mv out/report.txt out/final.txt && rm out/final.txt")
+			write = false
+		}
+		select {
+		case ev, ok := <-lines:
+			if !ok {
+				t.Fatalf("session watch ended: %s", stderr.String())
+			}
+			if k := fmt.Sprint(ev["op"], " ", ev["path"]); ev["path"] != nil {
+				if _, ok := want[k]; ok {
+					want[k] = true
+				}
+			}
+		case <-time.After(time.Second):
+			write = true
+		case <-deadline:
+			t.Fatalf("session watch printed no %v in 20 s; stderr %s", want, stderr.String())
+		}
+		if want["create out/report.txt"] && want["rename out/final.txt"] {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for range lines {
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("session watch did not end on SIGINT")
+	}
+}
+
+func TestASessionWithAnIdleTimeoutEndsIdleAndExtendPutsItOff(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create", "--idle-timeout", "2s"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	status := func() string {
+		var rows []struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(e.ok("session", "ls", "--json")), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("session ls --json: %v, %d rows", err, len(rows))
+		}
+		return rows[0].Status
+	}
+	for range 4 {
+		time.Sleep(time.Second)
+		e.ok("session", "extend", id)
+	}
+	if got := status(); got != "running" {
+		t.Fatalf("session ls says %q of a session extended every second", got)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for status() != "gone" {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle session with an idle timeout of 2s still ran 15 s later")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if _, stderr, code := e.run("session", "extend", id); code == 0 || !strings.Contains(stderr, "gone") {
+		t.Fatalf("extend of an ended session: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestSessionForkCopiesTheWorkspaceAndHibernateSaysWhyNot(t *testing.T) {
+	e := newSessionEnv(t)
+	store := t.TempDir()
+	id := strings.TrimSpace(e.ok("session", "create"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("exec", "--session", id, "--", "sh", "-c", "echo kept > note.txt; echo in-memory > /tmp/t")
+	e.ok("session", "pause", id)
+	fork := strings.TrimSpace(e.ok("session", "fork", "--store", store, id))
+	t.Cleanup(func() { e.run("session", "rm", fork) })
+	if fork == "" || fork == id {
+		t.Fatalf("session fork printed %q", fork)
+	}
+	if out := e.ok("exec", "--session", fork, "--", "sh", "-c", "cat note.txt; cat /tmp/t 2>/dev/null || echo no-tmp"); out != "kept\nno-tmp\n" {
+		t.Fatalf("the fork saw %q; want the workspace's file and not the source's /tmp", out)
+	}
+	if _, stderr, code := e.run("exec", "--session", id, "--", "true"); code != exitCode || !strings.Contains(stderr, "paused") {
+		t.Fatalf("the source after a fork: exit %d, %q; want it still paused", code, stderr)
+	}
+	_, stderr, code := e.run("session", "hibernate", fork)
+	if code != exitCode || !strings.Contains(strings.ToLower(stderr), "criu") || !strings.Contains(stderr, "session fork") {
+		t.Fatalf("session hibernate: exit %d, stderr %q; want a refusal naming why and the fork", code, stderr)
+	}
+}
+
+// session forward serves a session's exposed port on the host: a client
+// on the host reaches a server in the sandbox, and the sandbox's other
+// ports stay unreachable.
+func TestSessionForwardServesAnExposedPortOnTheHost(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create", "--port", "18765"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("exec", "--session", id, "--", "sh", "-c", "echo served > page.txt; python3 -m http.server 18765 --bind 127.0.0.1 >/dev/null 2>&1 &")
+
+	_, stderr, code := e.run("session", "forward", id, "18766")
+	if code != exitCode || !strings.Contains(stderr, "port 18766 is not exposed") {
+		t.Fatalf("forward of a port not exposed: exit %d, stderr %q", code, stderr)
+	}
+
+	cmd := exec.Command(e.bin, "session", "forward", id, "18765", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fwdErr strings.Builder
+	cmd.Stderr = &fwdErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("read the listening address: %v (stderr %q)", err, fwdErr.String())
+	}
+	addr := strings.TrimSpace(line)
+	var body []byte
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/page.txt")
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("GET through %s: %v (forward said %q)", addr, err, fwdErr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if string(body) != "served\n" {
+		t.Errorf("body through the forward = %q, want %q", body, "served\n")
+	}
+	// The sandbox's port itself is not on the host's loopback.
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:18765", time.Second); err == nil {
+		c.Close()
+		t.Errorf("127.0.0.1:18765 answers on the host without a forward")
+	}
+	// Ctrl-C ends the forward cleanly.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("forward did not end on SIGINT")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -123,27 +122,4 @@ func relay(ctx context.Context, a, b net.Conn) {
 	go half(a, b)
 	go half(b, a)
 	wg.Wait()
-}
-
-// resumeSession opens the session made by session create as id.
-func (a *App) resumeSession(ctx context.Context, id string) (sandbox.Session, error) {
-	e, err := loadSession(id)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.needsFull(e.State.Backend); err != nil {
-		return nil, err
-	}
-	c, err := a.OpenBackend(e.State.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
-	if err != nil {
-		return nil, err
-	}
-	sess, err := c.Resume(ctx, e.State)
-	if errors.Is(err, sandbox.ErrGone) {
-		return nil, fmt.Errorf("session %s is gone (%v); agentbox session rm %s removes what is left", id, err, id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	return sess, nil
 }

@@ -99,8 +99,8 @@ func TestConformanceOverTheLinuxBackend(t *testing.T) {
 	sv := serve(t, linuxBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"),
-		sandboxtest.NoPorts("the server has no port route yet"))
+		sandboxtest.NoPorts("the server has no port route yet"),
+		sandboxtest.NoWatch("the server has no watch route"))
 }
 
 func dockerBackend(t *testing.T) server.NewBackend {
@@ -121,6 +121,6 @@ func TestConformanceOverTheDockerBackend(t *testing.T) {
 	sv := serve(t, dockerBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"),
-		sandboxtest.NoPorts("the server has no port route yet"))
+		sandboxtest.NoPorts("the server has no port route yet"),
+		sandboxtest.NoWatch("the server has no watch route"))
 }

@@ -51,6 +51,10 @@ const (
 	// CapPorts: exposed ports reached with sandbox.DialPort. A backend
 	// that cannot (NoPorts) must refuse DialPort with ErrUnsupported.
 	CapPorts Capability = "ports"
+	// CapWatch: Watch (sandbox.Watcher). A backend that does not claim
+	// it must refuse it with sandbox.ErrUnsupported, which the watch
+	// tests then check instead of skipping.
+	CapWatch Capability = "watch"
 )
 
 // Option adjusts the suite for a backend.
@@ -93,6 +97,10 @@ func NoPause(reason string) Option { return Skip(CapPause, reason) }
 // NoPorts says the backend cannot reach a session's exposed ports: the
 // port tests check that DialPort is refused with sandbox.ErrUnsupported.
 func NoPorts(reason string) Option { return Skip(CapPorts, reason) }
+
+// NoWatch says the backend cannot watch a workspace: the watch tests
+// check that Watch is refused with sandbox.ErrUnsupported.
+func NoWatch(reason string) Option { return Skip(CapWatch, reason) }
 
 func why(reason []string, def string) string {
 	if len(reason) == 0 || reason[0] == "" {
@@ -146,8 +154,11 @@ func (s *suite) tests() []testCase {
 	all = append(all, lifecycleTests()...)
 	all = append(all, pauseTests()...)
 	all = append(all, portTests()...)
+	all = append(all, watchTests()...)
+	all = append(all, forkTests()...)
 	all = append(all, policyTests()...)
 	all = append(all, partTests()...)
+	all = append(all, idleTests()...)
 	all = append(all, ownershipTests()...)
 	return all
 }

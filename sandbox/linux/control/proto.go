@@ -21,7 +21,7 @@ import (
 
 // Request is what a client sends to the init.
 type Request struct {
-	// Op is OpExec, OpKill, OpInfo, OpListen or OpConnect.
+	// Op is OpExec, OpKill, OpInfo, OpListen, OpConnect or OpExtend.
 	Op string `json:"op"`
 	// Exec fields.
 	Cmd []string `json:"cmd,omitempty"`
@@ -35,7 +35,19 @@ type Request struct {
 	// Port is the loopback port OpListen asks for (0: any), or the one
 	// OpConnect connects to.
 	Port int `json:"port,omitempty"`
+	// CACert, with OpListen, is the egress proxy's session CA (PEM): the
+	// init writes the sandbox's system bundle followed by it to
+	// TrustBundle before it answers, replacing an older one.
+	CACert string `json:"ca_cert,omitempty"`
 }
+
+// TrustDir is a small tmpfs of its own in a session with an allow-list,
+// writable by the init after the root became read-only; TrustBundle in
+// it is the CA bundle the sandbox's TLS clients are pointed at.
+const (
+	TrustDir    = "/etc/agentbox"
+	TrustBundle = TrustDir + "/ca-bundle.pem"
+)
 
 const (
 	OpExec = "exec"
@@ -48,6 +60,9 @@ const (
 	// 127.0.0.1 (an exposed port); the Reply carries the connected
 	// socket, or NotFound when nothing listens there.
 	OpConnect = "connect"
+	// OpExtend is a use of the session and nothing else: the idle
+	// timeout starts again (sandbox.Extend).
+	OpExtend = "extend"
 )
 
 // Reply is what the init sends back.
