@@ -50,7 +50,12 @@
 //	max_turns: 20
 //	run_as: "1000:1000"
 //	policy:
-//	  network: none               # or host, or a list of allowed hosts
+//	  network: none               # or host, or a list of allowed hosts, or:
+//	  # network:
+//	  #   allow: [api.github.com, api.openai.com]
+//	  #   inspect: [api.github.com]   # HTTPS terminated at the egress proxy
+//	  #   rules: ["GET,HEAD api.github.com/repos/acme/**"]
+//	  #   credentials: ["api.openai.com=placeholder:OPENAI_API_KEY:env:OPENAI_API_KEY"]
 //	  memory: 512M
 //	  pids: 256
 //	  cpus: 1.5

@@ -110,7 +110,10 @@ type settingsYAML struct {
 // policy key, the operator's file of agentbox mcp): sizes like 512M,
 // durations like 30s, network "none", "host" or a list of hosts.
 type PolicySpec struct {
-	// Network is "none", "host", or a list of allowed hosts.
+	// Network is "none", "host", a list of allowed hosts, or a mapping:
+	// allow (the hosts), inspect (hosts whose HTTPS the egress proxy
+	// terminates), rules ("GET,HEAD api.github.com/repos/acme/**") and
+	// credentials ("api.openai.com=placeholder:OPENAI_API_KEY:env:KEY").
 	Network        yaml.Node `yaml:"network"`
 	Memory         string    `yaml:"memory"`
 	Pids           int64     `yaml:"pids"`
@@ -480,8 +483,10 @@ func (p PolicySpec) policy(line func(keys ...string) int, ps *problems) sandbox.
 			ps.add(p.Network.Line, "policy.network: %v", err)
 		}
 		pol.Network = sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: hosts}
+	case yaml.MappingNode:
+		pol.Network = networkMapping(&p.Network, ps)
 	default:
-		ps.add(p.Network.Line, "policy.network is none, host, or a list of allowed hosts")
+		ps.add(p.Network.Line, "policy.network is none, host, a list of allowed hosts, or a mapping with allow (and inspect, rules, credentials)")
 	}
 	r := &pol.Resources
 	for _, s := range []struct {
@@ -658,4 +663,54 @@ func suggest(s string, names []string) string {
 		return fmt.Sprintf("; did you mean %q?", near)
 	}
 	return ""
+}
+
+// networkYAML is the mapping form of policy.network.
+type networkYAML struct {
+	Allow       []string `yaml:"allow"`
+	Inspect     []string `yaml:"inspect"`
+	Rules       []string `yaml:"rules"`
+	Credentials []string `yaml:"credentials"`
+}
+
+// networkMapping reads the mapping form of policy.network: an allow-list
+// with the hosts to inspect, request rules and credentials, each in the
+// syntax of the matching exec flag.
+func networkMapping(n *yaml.Node, ps *problems) sandbox.NetworkPolicy {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch k := n.Content[i]; k.Value {
+		case "allow", "inspect", "rules", "credentials":
+		default:
+			ps.add(k.Line, "policy.network: unknown key %q (want allow, inspect, rules, credentials)", k.Value)
+		}
+	}
+	var y networkYAML
+	if err := n.Decode(&y); err != nil {
+		ps.add(n.Line, "policy.network: %v", err)
+		return sandbox.NetworkPolicy{}
+	}
+	if len(y.Allow) == 0 {
+		ps.add(n.Line, "policy.network.allow lists no host")
+	}
+	out := sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: y.Allow, Inspect: y.Inspect}
+	for _, s := range y.Rules {
+		r, err := sandbox.ParseRequestRule(s)
+		if err != nil {
+			ps.add(n.Line, "policy.network.rules: %v", err)
+			continue
+		}
+		out.Rules = append(out.Rules, r)
+	}
+	for _, s := range y.Credentials {
+		c, err := sandbox.ParseCredential(s)
+		if err != nil {
+			ps.add(n.Line, "policy.network.credentials: %v", err)
+			continue
+		}
+		out.Secrets = append(out.Secrets, c)
+	}
+	if err := (sandbox.Policy{Network: out}).Validate(); err != nil && len(y.Allow) > 0 {
+		ps.add(n.Line, "policy.network: %v", err)
+	}
+	return out
 }

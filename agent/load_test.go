@@ -176,3 +176,34 @@ approvals: [{}]
 		t.Errorf("%d lines, want one per problem (%d):\n%v", len(lines), len(want), err)
 	}
 }
+
+func TestTheNetworkMappingCarriesRulesAndCredentials(t *testing.T) {
+	f, err := ParseFile([]byte(`name: a
+policy:
+  network:
+    allow: [api.github.com, api.openai.com]
+    inspect: [api.github.com]
+    rules: ["GET,HEAD api.github.com/repos/acme/**"]
+    credentials: ["api.openai.com=placeholder:OPENAI_API_KEY:env:OPENAI_API_KEY"]
+`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := f.Policy.Network
+	if n.Mode != sandbox.NetworkAllowList || len(n.Allow) != 2 || len(n.Inspect) != 1 || len(n.Rules) != 1 ||
+		len(n.Secrets) != 1 || n.Secrets[0].Name != "OPENAI_API_KEY" {
+		t.Errorf("network = %+v", n)
+	}
+	for name, bad := range map[string]string{
+		"an unknown key":                 "    allow: [a.com]\n    rulez: []\n",
+		"a rule for an unlisted host":    "    allow: [a.com]\n    rules: ['GET b.com']\n",
+		"a credential with a bad source": "    allow: [a.com]\n    credentials: ['a.com=bearer:value:x']\n",
+		"no allow-list":                  "    inspect: [a.com]\n",
+	} {
+		if _, err := ParseFile([]byte("name: a\npolicy:\n  network:\n"+bad), t.TempDir()); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if strings.Contains(err.Error(), "value:x") {
+			t.Errorf("%s: the error %q echoes the source", name, err)
+		}
+	}
+}

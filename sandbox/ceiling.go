@@ -54,6 +54,7 @@ func Bound(ceiling, asked Policy) (Policy, error) {
 	limit("output", a.OutputBytes, c.OutputBytes, &r.OutputBytes, bytes)
 	limit("exec timeout", int64(a.ExecTimeout), int64(c.ExecTimeout), (*int64)(&r.ExecTimeout), dur)
 	limit("session timeout", int64(a.SessionTimeout), int64(c.SessionTimeout), (*int64)(&r.SessionTimeout), dur)
+	limit("idle timeout", int64(a.IdleTimeout), int64(c.IdleTimeout), (*int64)(&r.IdleTimeout), dur)
 	switch {
 	case a.CPUs == 0:
 	case c.CPUs > 0 && a.CPUs > c.CPUs:
@@ -77,7 +78,7 @@ func boundNetwork(ceiling, asked NetworkPolicy) (NetworkPolicy, error) {
 	case am == NetworkNone:
 		return NetworkPolicy{Mode: NetworkNone}, nil
 	case cm == NetworkHost:
-		return NetworkPolicy{Mode: am, Allow: asked.Allow}, nil
+		return NetworkPolicy{Mode: am, Allow: asked.Allow, Inspect: asked.Inspect, Rules: asked.Rules}, nil
 	case am == NetworkHost:
 		return NetworkPolicy{}, Errorf(ErrInvalid, "policy: network host is above the operator's ceiling (%s)", describeNetwork(ceiling))
 	case cm == NetworkNone:
@@ -102,6 +103,32 @@ func boundNetwork(ceiling, asked NetworkPolicy) (NetworkPolicy, error) {
 			}
 			out.Credentials[host] = creds
 		}
+	}
+	for _, c := range ceiling.Secrets {
+		if HostCovered(out.Allow, c.Host) {
+			out.Secrets = append(out.Secrets, c)
+		}
+	}
+	for _, h := range union(ceiling.Inspect, asked.Inspect) {
+		if HostCovered(out.Allow, h) {
+			out.Inspect = append(out.Inspect, h)
+		}
+	}
+	// Rules only narrow: the operator's rules for a host stand, and the
+	// caller may add rules only for hosts the operator left unruled
+	// (adding a rule beside the operator's would admit more).
+	ruled := map[string]bool{}
+	for _, r := range ceiling.Rules {
+		if HostCovered(out.Allow, r.Host) {
+			out.Rules = append(out.Rules, r)
+			ruled[strings.ToLower(r.Host)] = true
+		}
+	}
+	for _, r := range asked.Rules {
+		if ruled[strings.ToLower(r.Host)] {
+			return NetworkPolicy{}, Errorf(ErrInvalid, "policy: request rules for %s are set by the operator; a rule beside them would admit more", r.Host)
+		}
+		out.Rules = append(out.Rules, r)
 	}
 	return out, nil
 }

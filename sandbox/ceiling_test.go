@@ -13,7 +13,7 @@ func TestBound(t *testing.T) {
 		Network: NetworkPolicy{Mode: NetworkAllowList, Allow: []string{"pypi.org", "*.example.com"},
 			Credentials: map[string]map[string]string{"pypi.org": {"Authorization": "secret"}}},
 		Filesystem: FilesystemPolicy{ReadOnly: []string{"/workspace/in"}},
-		Resources:  Resources{MemoryBytes: 1 << 30, Pids: 100, ExecTimeout: time.Minute},
+		Resources:  Resources{MemoryBytes: 1 << 30, Pids: 100, ExecTimeout: time.Minute, IdleTimeout: time.Hour},
 	}
 	tests := []struct {
 		name    string
@@ -34,6 +34,7 @@ func TestBound(t *testing.T) {
 			}},
 		{name: "a limit above the ceiling is refused by name", asked: Policy{Resources: Resources{MemoryBytes: 2 << 30}}, refused: "memory 2147483648 bytes is above the operator's ceiling of 1073741824 bytes"},
 		{name: "a longer timeout is refused", asked: Policy{Resources: Resources{ExecTimeout: time.Hour}}, refused: "exec timeout 1h0m0s is above"},
+		{name: "a longer idle timeout is refused", asked: Policy{Resources: Resources{IdleTimeout: 2 * time.Hour}}, refused: "idle timeout 2h0m0s is above"},
 		{name: "no network may be asked", asked: Policy{Network: NetworkPolicy{Mode: NetworkNone}}, check: func(t *testing.T, p Policy) {
 			if p.Network.EffectiveMode() != NetworkNone || p.Network.Credentials != nil {
 				t.Errorf("network %+v", p.Network)

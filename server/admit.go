@@ -58,6 +58,7 @@ func (t *tenant) admit(sp *sandbox.Spec) error {
 				return sandbox.Errorf(sandbox.ErrInvalid, "policy.network.allow: %q is above tenant %s's ceiling (it may name %s)", h, t.name, listOrNone(lim.Network))
 			}
 		}
+		sp.Policy.Network.Secrets = t.secretsFor(n)
 	}
 	if r.MemoryBytes == 0 {
 		r.MemoryBytes = int64(lim.SessionMemory)
@@ -183,4 +184,21 @@ func (u *usage) add(mem int64, cpus float64, n int) {
 	u.n += n
 	u.mem += mem
 	u.cpus += cpus
+}
+
+// secretsFor are the tenant's credentials for the hosts n admits. They
+// are given again on every create and resume: Secrets are never
+// serialized, so neither the registry nor a State holds them.
+func (t *tenant) secretsFor(n sandbox.NetworkPolicy) []sandbox.Credential {
+	if n.EffectiveMode() != sandbox.NetworkAllowList {
+		return nil
+	}
+	var out []sandbox.Credential
+	for _, s := range t.limits.Credentials {
+		c, err := sandbox.ParseCredential(s) // validated with the config
+		if err == nil && sandbox.HostCovered(n.Allow, c.Host) {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"github.com/agentbox/agentbox/sandbox"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,12 @@ type Limits struct {
 	// covers its subdomains); empty: no network at all. Host networking
 	// is never allowed.
 	Network []string `yaml:"network"`
+	// Credentials are secrets the server's egress proxy adds to requests
+	// of the tenant's sessions, in the syntax of agentbox exec
+	// --credential (HOST[/PREFIX]=KIND:SOURCE, read by the server). A
+	// session gets those whose host its allow-list admits; an API client
+	// never sees or sends one, and none is written to the registry.
+	Credentials []string `yaml:"credentials"`
 	// HostBase is the host directory under which a session's workspace
 	// and mounts may lie; empty: none (the backend makes the workspace).
 	HostBase string `yaml:"host_base"`
@@ -112,6 +119,11 @@ func (c Config) validate() error {
 		for _, h := range l.Network {
 			if h == "" || strings.ContainsAny(h, " /") {
 				return fmt.Errorf("%s: network entry %q is not a host name", where, h)
+			}
+		}
+		for _, c := range l.Credentials {
+			if _, err := sandbox.ParseCredential(c); err != nil {
+				return fmt.Errorf("%s: credentials: %w", where, err)
 			}
 		}
 		if l.Sessions < 0 || l.Memory < 0 || l.CPUs < 0 || l.Rate < 0 || l.Body < 0 {
@@ -174,6 +186,9 @@ func fill(l, base Limits) Limits {
 	}
 	if l.Network == nil {
 		l.Network = base.Network
+	}
+	if l.Credentials == nil {
+		l.Credentials = base.Credentials
 	}
 	if l.HostBase == "" {
 		l.HostBase = base.HostBase

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
+	"github.com/agentbox/agentbox/trace"
 )
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, t *tenant) error {
@@ -22,14 +24,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, t *tenant)
 		return err
 	}
 	auditSession(w, l.rec.State.ID)
-	writeJSON(w, http.StatusCreated, l.view())
+	writeJSON(w, http.StatusCreated, l.view(r.Context()))
 	return nil
 }
 
-func (s *Server) handleList(w http.ResponseWriter, _ *http.Request, t *tenant) error {
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, t *tenant) error {
 	out := api.SessionList{Sessions: []api.Session{}}
 	for _, l := range t.list() {
-		out.Sessions = append(out.Sessions, l.view())
+		out.Sessions = append(out.Sessions, l.view(r.Context()))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -40,7 +42,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, t *tenant) er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, l.view())
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
 	return nil
 }
 
@@ -49,7 +51,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, t *tenant)
 	if err != nil {
 		return err
 	}
-	if err := s.deleteSession(r.Context(), t, l); err != nil {
+	if err := s.deleteSession(r.Context(), t, l, "deleted"); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -64,7 +66,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request, t *tenant) e
 	if err := s.stop(r.Context(), l); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, l.view())
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
 	return nil
 }
 
@@ -78,7 +80,7 @@ func (s *Server) handleRebuild(w http.ResponseWriter, r *http.Request, t *tenant
 		return err
 	}
 	auditSession(w, nl.rec.State.ID)
-	writeJSON(w, http.StatusCreated, nl.view())
+	writeJSON(w, http.StatusCreated, nl.view(r.Context()))
 	return nil
 }
 
@@ -99,8 +101,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request, t *tenant) e
 	}
 	res, err := sandbox.Exec(r.Context(), sess, er)
 	if err != nil {
+		l.emit(trace.Event{Type: trace.SandboxExec, Tool: "exec", Cmd: traceCmd(req.Cmd), Err: err.Error()})
 		return s.checked(l, err)
 	}
+	l.emit(execEvent("exec", req.Cmd, res.ExitStatus, res.Duration))
 	s.observe(t, res.Duration, len(res.Violations))
 	writeJSON(w, http.StatusOK, api.ExecResult{ExitStatus: res.ExitStatus, Stdout: res.Stdout, Stderr: res.Stderr,
 		Duration: api.Duration(res.Duration), OutputTruncated: res.OutputTruncated})
@@ -144,6 +148,7 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request, t *tena
 	if err := sess.WriteFile(r.Context(), q.Get("path"), data, fsMode(mode)); err != nil {
 		return s.checked(l, err)
 	}
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: "write_file", Arguments: q.Get("path"), Bytes: len(data)})
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -222,7 +227,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, t *tenant)
 	if err := s.reg.PutSession(rec); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, l.view())
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
 	return nil
 }
 
@@ -254,4 +259,29 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request, t *tenant)
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	return t.store.Export(r.Context(), id, w)
+}
+
+// handlePause freezes every process of the session (see sandbox.Pauser):
+// it keeps its memory and files and uses no CPU until unpaused. Commands
+// are refused meanwhile (409, kind paused).
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	return s.pause(w, r, t, "pause", sandbox.Pause)
+}
+
+// handleUnpause lets a paused session's processes continue.
+func (s *Server) handleUnpause(w http.ResponseWriter, r *http.Request, t *tenant) error {
+	return s.pause(w, r, t, "unpause", sandbox.Unpause)
+}
+
+func (s *Server) pause(w http.ResponseWriter, r *http.Request, t *tenant, name string, op func(context.Context, sandbox.Session) error) error {
+	l, sess, err := s.use(t, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if err := op(r.Context(), sess); err != nil {
+		return s.checked(l, err)
+	}
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: name})
+	writeJSON(w, http.StatusOK, l.view(r.Context()))
+	return nil
 }

@@ -42,14 +42,23 @@ func (s *Server) routes(mux mux) {
 	route("PATCH /v1/sessions/{id}", s.handleUpdate)
 	route("POST /v1/sessions/{id}/stop", s.handleStop)
 	route("POST /v1/sessions/{id}/rebuild", s.handleRebuild)
+	route("POST /v1/sessions/{id}/pause", s.handlePause)
+	route("POST /v1/sessions/{id}/unpause", s.handleUnpause)
 	route("POST /v1/sessions/{id}/exec", s.handleExec)
 	route("GET /v1/sessions/{id}/processes", s.handleStart)
 	route("GET /v1/sessions/{id}/processes/{pid}", s.handleAttach)
 	route("GET /v1/sessions/{id}/files", s.handleReadFile)
 	route("PUT /v1/sessions/{id}/files", s.handleWriteFile)
+	route("DELETE /v1/sessions/{id}/files", s.handleRemove)
+	route("GET /v1/sessions/{id}/stat", s.handleStat)
 	route("GET /v1/sessions/{id}/dir", s.handleListDir)
+	route("GET /v1/sessions/{id}/archive", s.handleGetArchive)
+	route("PUT /v1/sessions/{id}/archive", s.handlePutArchive)
+	route("POST /v1/sessions/{id}/promote", s.handlePromote)
 	route("POST /v1/sessions/{id}/snapshots", s.handleSnapshot)
 	route("GET /v1/snapshots", s.handleSnapshots)
+	route("GET /v1/traces", s.handleTraces)
+	route("GET /v1/traces/{id}", s.handleTrace)
 	route("POST /v1/snapshots", s.handleImport)
 	route("GET /v1/snapshots/{sid}/export", s.handleExport)
 	route("GET /v1/backend", s.handleBackend)
@@ -195,6 +204,8 @@ func classify(err error) (int, string) {
 		{sandbox.ErrTimeout, http.StatusGatewayTimeout},
 		{sandbox.ErrOutputLimit, http.StatusBadRequest},
 		{sandbox.ErrUnavailable, http.StatusServiceUnavailable},
+		{sandbox.ErrUnsupported, http.StatusNotImplemented},
+		{sandbox.ErrPaused, http.StatusConflict},
 	} {
 		if errors.Is(err, k.kind) {
 			return k.status, api.KindOf(k.kind)

@@ -2,7 +2,9 @@ package server
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
@@ -20,12 +22,13 @@ func TestATenantFindsNothingOfAnother(t *testing.T) {
 	ts.ok(t, b, "POST", "/v1/sessions/"+bs.ID+"/snapshots", nil, http.StatusCreated, &snap)
 
 	unknown := "no-such-session"
-	for _, r := range []struct {
+	routes := []struct {
 		method, path string
 		body         any
 	}{
 		{"GET", "/v1/sessions/%s", nil},
 		{"DELETE", "/v1/sessions/%s", nil},
+		{"PATCH", "/v1/sessions/%s", api.UpdateSession{TTL: api.Duration(time.Hour)}},
 		{"POST", "/v1/sessions/%s/stop", nil},
 		{"POST", "/v1/sessions/%s/rebuild", nil},
 		{"POST", "/v1/sessions/%s/exec", api.Exec{Cmd: []string{"true"}}},
@@ -34,8 +37,30 @@ func TestATenantFindsNothingOfAnother(t *testing.T) {
 		{"GET", "/v1/sessions/%s/files?path=secret.txt", nil},
 		{"PUT", "/v1/sessions/%s/files?path=secret.txt", "a's data"},
 		{"GET", "/v1/sessions/%s/dir?path=.", nil},
+		{"GET", "/v1/sessions/%s/stat?path=secret.txt", nil},
+		{"DELETE", "/v1/sessions/%s/files?path=secret.txt", nil},
+		{"GET", "/v1/sessions/%s/archive", nil},
+		{"PUT", "/v1/sessions/%s/archive", "not read"},
+		{"POST", "/v1/sessions/%s/promote", `{"rules": {"outputs": [{"glob": "*.txt"}]}}`},
 		{"POST", "/v1/sessions/%s/snapshots", nil},
-	} {
+		{"POST", "/v1/sessions/%s/pause", nil},
+		{"GET", "/v1/traces/%s", nil},
+		{"POST", "/v1/sessions/%s/unpause", nil},
+	}
+	// Every route on a session is tried.
+	tried := map[string]bool{}
+	for _, r := range routes {
+		p, _, _ := strings.Cut(r.path, "?")
+		tried[r.method+" "+strings.ReplaceAll(strings.Replace(p, "%s", "{id}", 1), "p-0", "{pid}")] = true
+	}
+	routed := map[string]bool{}
+	(&Server{}).routes(&recordingMux{routes: routed})
+	for r := range routed {
+		if strings.Contains(r, "{id}") && !tried[r] {
+			t.Errorf("route %s is not tried with another tenant's session", r)
+		}
+	}
+	for _, r := range routes {
 		t.Run(r.method+" "+r.path, func(t *testing.T) {
 			_, wantBody := ts.call(t, a, r.method, sprintf(r.path, unknown), r.body)
 			status, body := ts.call(t, a, r.method, sprintf(r.path, bs.ID), r.body)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/snapshot"
+	"github.com/agentbox/agentbox/trace"
 )
 
 // NewBackend makes the backend client of one tenant, whose snapshots go to
@@ -126,7 +127,9 @@ func (s *Server) recover(ctx context.Context) error {
 		l := &live{rec: rec}
 		l.touch(s.opts.Now())
 		if !rec.Gone {
-			sess, err := t.client.Resume(ctx, rec.State)
+			st := rec.State
+			st.Spec.Policy.Network.Secrets = t.secretsFor(st.Spec.Policy.Network)
+			sess, err := t.client.Resume(ctx, st)
 			switch {
 			case err == nil:
 				l.sess = sess
@@ -139,6 +142,12 @@ func (s *Server) recover(ctx context.Context) error {
 			default:
 				return fmt.Errorf("server: resume session %s of tenant %s: %w", rec.State.ID, rec.Tenant, err)
 			}
+		}
+		s.openTrace(l)
+		if l.rec.Gone {
+			l.emit(trace.Event{Type: trace.RunStart, Agent: "serve", Session: rec.State.ID, Input: "found gone by a restarted server"})
+		} else {
+			l.emit(trace.Event{Type: trace.RunStart, Agent: "serve", Session: rec.State.ID, Input: "resumed by a restarted server"})
 		}
 		t.sessions[rec.State.ID] = l
 	}
@@ -192,12 +201,13 @@ func (s *Server) Close(ctx context.Context, closeSessions bool) error {
 	for _, t := range tenants {
 		for _, l := range t.list() {
 			if closeSessions {
-				if err := s.deleteSession(ctx, t, l); err != nil {
+				if err := s.deleteSession(ctx, t, l, "deleted: the server closed with --close-on-exit"); err != nil {
 					errs = append(errs, err)
 				}
 				continue
 			}
 			l.detachAll()
+			l.closeTrace()
 		}
 	}
 	for _, t := range tenants {

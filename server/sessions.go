@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
+	"github.com/agentbox/agentbox/trace"
 )
 
 // live is a session the server knows: its registry row and, unless its
@@ -21,6 +23,11 @@ type live struct {
 	// lastUsed is the Unix nanosecond time of the last request on it.
 	lastUsed atomic.Int64
 	procs    processes
+
+	// tw writes its trace to tf (see trace.go).
+	tmu sync.Mutex
+	tw  *trace.Writer
+	tf  *os.File
 }
 
 func (l *live) touch(now time.Time) { l.lastUsed.Store(now.UnixNano()) }
@@ -96,6 +103,7 @@ func (s *Server) checked(l *live, err error) error {
 	rec := l.rec
 	l.mu.Unlock()
 	s.log.Warn("session found gone", "tenant", rec.Tenant, "session", rec.State.ID, "err", err)
+	l.emit(trace.Event{Type: trace.Error, Err: "the sandbox is gone: " + err.Error()})
 	if perr := s.reg.PutSession(rec); perr != nil {
 		return errors.Join(err, perr)
 	}
@@ -111,7 +119,11 @@ func (s *Server) create(ctx context.Context, t *tenant, req api.CreateSession) (
 	if sp.Snapshot != "" && !s.reg.HasSnapshot(t.name, sp.Snapshot) {
 		return nil, sandbox.Errorf(sandbox.ErrNotFound, "snapshot %q not found", sp.Snapshot)
 	}
-	return s.start(ctx, t, sp, time.Duration(req.TTL), time.Duration(req.IdleTimeout), func(ctx context.Context) (sandbox.Session, error) {
+	how := "create"
+	if sp.Snapshot != "" {
+		how = "create from snapshot " + sp.Snapshot
+	}
+	return s.start(ctx, t, how, sp, time.Duration(req.TTL), time.Duration(req.IdleTimeout), func(ctx context.Context) (sandbox.Session, error) {
 		return t.client.Create(ctx, sp)
 	})
 }
@@ -119,7 +131,7 @@ func (s *Server) create(ctx context.Context, t *tenant, req api.CreateSession) (
 // start runs make within the tenant's quota for a session of spec sp and
 // registers what it made. Nothing is left when it fails: the quota is
 // given back, and a session that cannot be registered is closed.
-func (s *Server) start(ctx context.Context, t *tenant, sp sandbox.Spec, ttl, idle time.Duration, make func(context.Context) (sandbox.Session, error)) (*live, error) {
+func (s *Server) start(ctx context.Context, t *tenant, how string, sp sandbox.Spec, ttl, idle time.Duration, make func(context.Context) (sandbox.Session, error)) (*live, error) {
 	t.mu.Lock()
 	err := t.reserveLocked(sp)
 	t.mu.Unlock()
@@ -150,6 +162,8 @@ func (s *Server) start(ctx context.Context, t *tenant, sp sandbox.Spec, ttl, idl
 	}
 	l := &live{rec: rec, sess: sess}
 	l.touch(now)
+	s.openTrace(l)
+	l.emit(trace.Event{Type: trace.RunStart, Agent: "serve", Session: rec.State.ID, Input: how})
 	t.mu.Lock()
 	t.sessions[sess.ID()] = l
 	t.mu.Unlock()
@@ -158,7 +172,7 @@ func (s *Server) start(ctx context.Context, t *tenant, sp sandbox.Spec, ttl, idl
 
 // deleteSession ends l's session (or clears what a gone one left) and
 // removes its row.
-func (s *Server) deleteSession(ctx context.Context, t *tenant, l *live) error {
+func (s *Server) deleteSession(ctx context.Context, t *tenant, l *live, why string) error {
 	l.mu.Lock()
 	sess := l.sess
 	l.sess = nil
@@ -174,6 +188,7 @@ func (s *Server) deleteSession(ctx context.Context, t *tenant, l *live) error {
 	if err != nil {
 		return err
 	}
+	l.endTrace(why)
 	t.mu.Lock()
 	delete(t.sessions, st.ID)
 	t.mu.Unlock()
@@ -195,6 +210,7 @@ func (s *Server) stop(ctx context.Context, l *live) error {
 	l.rec.State = l.sess.State()
 	l.rec.Gone = true
 	l.sess = nil
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: "stop"})
 	return s.reg.PutSession(l.rec)
 }
 
@@ -210,12 +226,13 @@ func (s *Server) rebuild(ctx context.Context, t *tenant, l *live) (*live, error)
 	}
 	sp := st.Spec
 	sp.Snapshot = st.Snapshot
-	nl, err := s.start(ctx, t, sp, time.Until(l.rec.ExpiresAt), l.rec.IdleTimeout, func(ctx context.Context) (sandbox.Session, error) {
+	nl, err := s.start(ctx, t, "rebuild of "+st.ID, sp, time.Until(l.rec.ExpiresAt), l.rec.IdleTimeout, func(ctx context.Context) (sandbox.Session, error) {
 		return t.client.Rebuild(ctx, st)
 	})
 	if err != nil {
 		return nil, err
 	}
+	l.endTrace("rebuilt as " + nl.rec.State.ID)
 	t.mu.Lock()
 	delete(t.sessions, st.ID)
 	t.mu.Unlock()
@@ -235,11 +252,14 @@ func (s *Server) snapshot(ctx context.Context, t *tenant, l *live, sess sandbox.
 	l.rec.State = sess.State()
 	rec := l.rec
 	l.mu.Unlock()
+	l.emit(trace.Event{Type: trace.ToolCall, Tool: "snapshot", Output: ref})
 	return ref, s.reg.PutSession(rec)
 }
 
-// view is what the API shows of l.
-func (l *live) view() api.Session {
+// view is what the API shows of l. Whether it is paused is asked of the
+// backend each time: the freeze lives in the kernel or the engine, and
+// another program may have paused it.
+func (l *live) view(ctx context.Context) api.Session {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := l.rec.State
@@ -251,6 +271,8 @@ func (l *live) view() api.Session {
 		Workspace: st.Workspace, OwnsWorkspace: st.OwnsWorkspace}
 	if l.sess == nil {
 		v.Status = api.StatusGone
+	} else if paused, err := sandbox.Paused(ctx, l.sess); err == nil && paused {
+		v.Status = api.StatusPaused
 	}
 	return v
 }
@@ -275,7 +297,7 @@ func (s *Server) reap(ctx context.Context) {
 			default:
 				continue
 			}
-			err := s.deleteSession(ctx, t, l)
+			err := s.deleteSession(ctx, t, l, "reaped: "+why)
 			if err == nil {
 				s.metrics.reaped.WithLabelValues(t.name, why).Inc()
 			}

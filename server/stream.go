@@ -172,7 +172,10 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request, t *tenant) 
 	start := time.Now()
 	p := &proc{id: newProcID(), p: sp, detach: detach, out: make(chan frame, outQueue), attached: true,
 		owner: &l.procs, released: make(chan struct{}),
-		exited: func(st sandbox.ExitStatus) { s.observe(t, time.Since(start), len(st.Violations)) }}
+		exited: func(st sandbox.ExitStatus) {
+			s.observe(t, time.Since(start), len(st.Violations))
+			l.emit(execEvent("stream", req.Cmd, st, time.Since(start)))
+		}}
 	l.procs.add(p)
 	go p.pump()
 	if err := wsWriteJSON(ctx, c, api.Event{Type: api.EventStarted, Process: p.id}); err != nil {

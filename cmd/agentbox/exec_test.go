@@ -123,6 +123,10 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 		{"a misspelt backend", []string{"exec", "--backend", "dokcer", "--", "true"}, `did you mean "docker"? (choose one of docker, kube, linux, local, remote)`},
 		{"a terminal asked for with a pipe on stdin, which could never end", []string{"exec", "--tty", "--", "python3", "-q"}, "--tty needs a terminal on stdin"},
 		{"an image for the native backend", []string{"exec", "--image", "python:3", "--", "true"}, "takes no image"},
+		{"a credential for a host the allow-list does not admit", []string{"exec", "--network", "a.example.com", "--credential", "b.example.com=bearer:env:HOME", "--", "true"}, "the allow-list (a.example.com) does not admit it"},
+		{"a credential whose variable is not set", []string{"exec", "--network", "a.example.com", "--credential", "a.example.com=bearer:env:AGENTBOX_NO_SUCH_VAR", "--", "true"}, "AGENTBOX_NO_SUCH_VAR is not set"},
+		{"a credential for a remote session", []string{"exec", "--backend", "remote", "--server", "unix:/nonexistent", "--network", "a.example.com", "--credential", "a.example.com=bearer:env:HOME", "--", "true"}, "secrets stay with the process that runs the proxy"},
+		{"a rule written as a URL", []string{"exec", "--network", "a.example.com", "--rule", "GET https://a.example.com/x", "--", "true"}, "--rule"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

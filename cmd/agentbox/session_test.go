@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,5 +247,110 @@ func TestASessionMadeFromAManifestKeepsItsWorkspaceUntilRemoved(t *testing.T) {
 	e.ok("session", "rm", id)
 	if left, _ := filepath.Glob(filepath.Join(tmp, "agentbox-ws-*")); len(left) > 0 {
 		t.Errorf("session rm left the temporary workspace: %v", left)
+	}
+}
+
+func TestSessionWatchPrintsTheSandboxsChangesAsJSONLines(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("exec", "--session", id, "--", "mkdir", "out")
+	cmd := exec.Command(e.bin, "session", "watch", id, "out")
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan map[string]any)
+	go func() {
+		dec := json.NewDecoder(stdout)
+		for {
+			var ev map[string]any
+			if dec.Decode(&ev) != nil {
+				close(lines)
+				return
+			}
+			lines <- ev
+		}
+	}()
+	// The watch is set up once the command runs; write until it says so.
+	want := map[string]bool{"create out/report.txt": false, "rename out/final.txt": false}
+	deadline := time.After(20 * time.Second)
+	write := true
+	for {
+		if write {
+			e.ok("exec", "--session", id, "--", "sh", "-c", "echo done > out/report.txt && mv out/report.txt out/final.txt && rm out/final.txt")
+			write = false
+		}
+		select {
+		case ev, ok := <-lines:
+			if !ok {
+				t.Fatalf("session watch ended: %s", stderr.String())
+			}
+			if k := fmt.Sprint(ev["op"], " ", ev["path"]); ev["path"] != nil {
+				if _, ok := want[k]; ok {
+					want[k] = true
+				}
+			}
+		case <-time.After(time.Second):
+			write = true
+		case <-deadline:
+			t.Fatalf("session watch printed no %v in 20 s; stderr %s", want, stderr.String())
+		}
+		if want["create out/report.txt"] && want["rename out/final.txt"] {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for range lines {
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("session watch did not end on SIGINT")
+	}
+}
+
+func TestASessionWithAnIdleTimeoutEndsIdleAndExtendPutsItOff(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create", "--idle-timeout", "2s"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	status := func() string {
+		var rows []struct {
+			Status string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(e.ok("session", "ls", "--json")), &rows); err != nil || len(rows) != 1 {
+			t.Fatalf("session ls --json: %v, %d rows", err, len(rows))
+		}
+		return rows[0].Status
+	}
+	for range 4 {
+		time.Sleep(time.Second)
+		e.ok("session", "extend", id)
+	}
+	if got := status(); got != "running" {
+		t.Fatalf("session ls says %q of a session extended every second", got)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for status() != "gone" {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle session with an idle timeout of 2s still ran 15 s later")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if _, stderr, code := e.run("session", "extend", id); code == 0 || !strings.Contains(stderr, "gone") {
+		t.Fatalf("extend of an ended session: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -25,6 +25,7 @@ type CeilingFlags struct {
 func (c *CeilingFlags) Register(fl *pflag.FlagSet) {
 	f := &c.exec
 	fl.StringVar(&f.network, "network", "none", "`none|HOST[,HOST...]`: no network, or at most these hosts through the egress proxy (*.example.com for subdomains)")
+	f.inspectionFlags(fl)
 	fl.StringVar(&f.memory, "memory", "1G", "memory limit of each sandbox (`SIZE` like 512M; 0 for none)")
 	fl.Int64Var(&f.pids, "pids", 512, "limit on processes and threads of each sandbox (`N`; 0 for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of each sandbox in cores (`N`, e.g. 1.5; 0 for none)")
@@ -38,7 +39,7 @@ func (c *CeilingFlags) Register(fl *pflag.FlagSet) {
 }
 
 // ceilingKeys are the flags that override a policy file's values.
-var ceilingKeys = []string{"network", "memory", "pids", "cpus", "timeout"}
+var ceilingKeys = []string{"network", "inspect", "rule", "credential", "memory", "pids", "cpus", "timeout"}
 
 // Ceiling is the operator's policy: base (a policy file's, or nil) with
 // the flags given on the command line over it, or the flags' values with
@@ -62,7 +63,13 @@ func (c *CeilingFlags) Ceiling(fl *pflag.FlagSet, base *sandbox.Policy) (sandbox
 		}
 		switch k {
 		case "network":
-			pol.Network = from.Network
+			pol.Network.Mode, pol.Network.Allow = from.Network.Mode, from.Network.Allow
+		case "inspect":
+			pol.Network.Inspect = from.Network.Inspect
+		case "rule":
+			pol.Network.Rules = from.Network.Rules
+		case "credential":
+			pol.Network.Secrets = from.Network.Secrets
 		case "memory":
 			pol.Resources.MemoryBytes = from.Resources.MemoryBytes
 		case "pids":

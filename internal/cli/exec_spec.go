@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/agentbox/agentbox/internal/bytesize"
 	"github.com/agentbox/agentbox/internal/toolcache"
 	"github.com/agentbox/agentbox/sandbox"
@@ -18,6 +20,9 @@ type execFlags struct {
 	workspace   string
 	ro, rw, env []string
 	network     string
+	inspect     []string
+	rules       []string
+	credentials []string
 	memory      string
 	disk        string
 	pids        int64
@@ -84,6 +89,9 @@ func (f *execFlags) buildSpec() (sandbox.Spec, error) {
 	if err != nil {
 		return spec, fmt.Errorf("--network %s: %w", f.network, err)
 	}
+	if err := f.addInspection(&net); err != nil {
+		return spec, err
+	}
 	spec.Policy.Network = net
 	r := &spec.Policy.Resources
 	if f.memory != "" && f.memory != "0" {
@@ -147,6 +155,35 @@ func parseMount(s string, readOnly bool, workdir string) (sandbox.Mount, error) 
 		return sandbox.Mount{}, err
 	}
 	return sandbox.Mount{Source: abs, Target: dest, ReadOnly: readOnly}, nil
+}
+
+// addInspection adds --inspect, --rule and --credential to net.
+func (f *execFlags) addInspection(net *sandbox.NetworkPolicy) error {
+	// Policy.Validate refuses them without an allow-list, or for hosts
+	// it does not admit (the list may come from a policy file).
+	net.Inspect = append(net.Inspect, f.inspect...)
+	for _, r := range f.rules {
+		rule, err := sandbox.ParseRequestRule(r)
+		if err != nil {
+			return fmt.Errorf("--rule: %w", err)
+		}
+		net.Rules = append(net.Rules, rule)
+	}
+	for _, c := range f.credentials {
+		cred, err := sandbox.ParseCredential(c)
+		if err != nil {
+			return fmt.Errorf("--credential: %w", err)
+		}
+		net.Secrets = append(net.Secrets, cred)
+	}
+	return nil
+}
+
+// inspectionFlags registers --inspect, --rule and --credential.
+func (f *execFlags) inspectionFlags(fl *pflag.FlagSet) {
+	fl.StringArrayVar(&f.inspect, "inspect", nil, "terminate the HTTPS of allowed `HOST` at the egress proxy (a per-session CA the sandbox trusts), so rules and credentials apply to it; hosts named by --rule or --credential are inspected anyway (repeatable)")
+	fl.StringArrayVar(&f.rules, "rule", nil, "admit only matching requests to an allowed host: `\"METHODS HOST[/PATH-GLOB]\"`, e.g. \"GET,HEAD api.github.com/repos/acme/**\" (* any method; ** any path below; repeatable; refusals are 403 and violations)")
+	fl.StringArrayVar(&f.credentials, "credential", nil, "add a secret outside the sandbox: `HOST[/PREFIX]=KIND:SOURCE`, KIND bearer, basic, header:NAME or placeholder:ENVVAR (the sandbox sees ENVVAR=agentbox-ph-..., swapped for the secret toward HOST only), SOURCE env:NAME, file:PATH or cmd:COMMAND (repeatable)")
 }
 
 // parseNetwork reads "none", "host" or a comma-separated allow-list.

@@ -100,3 +100,39 @@ func TestExecIOCheckRefusesWhatCannotWork(t *testing.T) {
 		})
 	}
 }
+
+func TestInspectionFlagsReachThePolicy(t *testing.T) {
+	f := execFlags{
+		network: "api.github.com,api.openai.com", memory: "0",
+		inspect:     []string{"api.github.com"},
+		rules:       []string{"GET,HEAD api.github.com/repos/acme/**"},
+		credentials: []string{"api.openai.com=placeholder:OPENAI_API_KEY:env:OPENAI_API_KEY"},
+	}
+	spec, err := f.buildSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := spec.Policy.Network
+	if len(n.Inspect) != 1 || len(n.Rules) != 1 || n.Rules[0].Paths[0] != "/repos/acme/**" ||
+		len(n.Secrets) != 1 || n.Secrets[0].Kind != sandbox.CredPlaceholder || n.Secrets[0].Name != "OPENAI_API_KEY" {
+		t.Errorf("network = %+v", n)
+	}
+	if err := spec.Policy.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	for name, bad := range map[string]execFlags{
+		"a malformed rule":       {network: "a.com", rules: []string{"a.com"}},
+		"a malformed credential": {network: "a.com", credentials: []string{"a.com=bearer:value:sk"}},
+	} {
+		if _, err := bad.buildSpec(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	spec, err = (&execFlags{network: "none", credentials: []string{"a.com=bearer:env:X"}}).buildSpec()
+	if err == nil {
+		err = spec.Policy.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "allow-list") {
+		t.Errorf("a credential without an allow-list: %v", err)
+	}
+}

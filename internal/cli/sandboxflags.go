@@ -28,6 +28,7 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.ro, "ro", nil, "bind host `HOST[:DEST]` read-only (DEST defaults to /workspace/<name>; repeatable)")
 	fl.StringArrayVar(&f.rw, "rw", nil, "bind host `HOST[:DEST]` read-write (repeatable)")
 	fl.StringVar(&f.network, "network", "none", "`none|HOST[,HOST...]`: no network, or only these hosts through the egress proxy (*.example.com for subdomains)")
+	f.inspectionFlags(fl)
 	fl.StringVar(&f.memory, "memory", "1G", "memory limit of the whole sandbox (`SIZE` like 512M; 0 for none)")
 	fl.Int64Var(&f.pids, "pids", 512, "limit on processes and threads (`N`; 0 for none)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit in cores (`N`, e.g. 1.5; 0 for none)")
@@ -55,7 +56,7 @@ func RegisterKubeFlags(fl *pflag.FlagSet, k *KubeOptions) {
 }
 
 // shaping are the names of the flags that shape a new sandbox.
-var shaping = []string{"workspace", "ro", "rw", "network", "memory", "pids", "cpus", "disk", "env", "user",
+var shaping = []string{"workspace", "ro", "rw", "network", "inspect", "rule", "credential", "memory", "pids", "cpus", "disk", "env", "user",
 	"allow-weaker", "image", "cache", "backend", "server", "kubeconfig", "namespace", "runtime-class", "manifest", "snapshot", "save-snapshot", "store"}
 
 // localOnly are the shaping flags that name this host's files, which a
@@ -67,6 +68,9 @@ var localOnly = []string{"manifest", "snapshot", "save-snapshot", "store", "cach
 func (sf *sandboxFlags) checkRemote(fl *pflag.FlagSet) error {
 	if sf.backend != "remote" {
 		return nil
+	}
+	if fl.Changed("credential") {
+		return Failf("--credential: a remote session's egress proxy runs on the server, and secrets stay with the process that runs the proxy; the server's operator gives credentials in its config (tenants' credentials)")
 	}
 	for _, n := range localOnly {
 		if fl.Changed(n) {

@@ -115,8 +115,14 @@ func listSessions() ([]sessionEntry, error) {
 // without touching it.
 type aliveChecker interface{ Alive(sandbox.State) bool }
 
+// statusReporter is a backend whose sessions' status is said by someone
+// else, asked each time (remote: the server).
+type statusReporter interface {
+	Status(ctx context.Context, st sandbox.State) (string, error)
+}
+
 // status is "running", "paused", "gone", or "unknown" for a backend this program
-// does not link or that cannot say.
+// does not link or that cannot say (a remote server that cannot be reached).
 func (a *App) status(st sandbox.State) string {
 	if _, linked := a.backends[st.Backend]; !linked {
 		return "unknown"
@@ -124,6 +130,15 @@ func (a *App) status(st sandbox.State) string {
 	c, err := a.OpenBackend(st.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
 	if err != nil {
 		return "unknown"
+	}
+	if sr, ok := c.(statusReporter); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := sr.Status(ctx, st)
+		if err != nil {
+			return "unknown"
+		}
+		return s
 	}
 	ac, ok := c.(aliveChecker)
 	if !ok {
@@ -178,10 +193,12 @@ is left of sessions that died.`,
   agentbox exec --session "$id" -- make test
   agentbox exec --session "$id" --tty -- bash
   agentbox session pause "$id"; agentbox session unpause "$id"
+  agentbox session watch "$id" src
+  id=$(agentbox session create --idle-timeout 10m); agentbox session extend "$id"
   agentbox session ls
   agentbox session rm "$id"`,
 	}
-	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false))
+	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch(), a.sessionExtend())
 	return cmd
 }
 
@@ -189,6 +206,7 @@ func (a *App) sessionCreate() *cobra.Command {
 	var (
 		sf      sandboxFlags
 		timeout time.Duration
+		idle    time.Duration
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
@@ -207,6 +225,10 @@ func (a *App) sessionCreate() *cobra.Command {
 				return Failf("session create: --timeout %s: must be positive (0 means no limit)", timeout)
 			}
 			spec.Policy.Resources.ExecTimeout = timeout
+			if idle < 0 {
+				return Failf("session create: --idle-timeout %s: must be positive (0 means none)", idle)
+			}
+			spec.Policy.Resources.IdleTimeout = idle
 			if err := sf.checkRemote(cmd.Flags()); err != nil {
 				return err
 			}
@@ -255,6 +277,7 @@ func (a *App) sessionCreate() *cobra.Command {
 	fl := cmd.Flags()
 	sf.register(fl)
 	fl.DurationVar(&timeout, "timeout", 0, "wall-clock limit of each command run in the session (`DURATION`; a command may ask for less, never more)")
+	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it, nor 'session extend' been asked, for `DURATION` (paused time does not count)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's state (JSON) instead of its id")
 	return cmd
 }
@@ -269,6 +292,13 @@ func (a *App) sessionLs() *cobra.Command {
 			list, err := listSessions()
 			if err != nil {
 				return Fail(err)
+			}
+			// A session of a backend only agentbox-full links (remote,
+			// docker) has its status said there.
+			for _, e := range list {
+				if err := a.needsFull(e.State.Backend); err != nil {
+					return err
+				}
 			}
 			type row struct {
 				ID        string    `json:"id"`

@@ -50,26 +50,35 @@ session's timeout count the paused time.`
 
 // setPaused pauses or unpauses the session made by session create as id.
 func (a *App) setPaused(ctx context.Context, id string, on bool) error {
-	e, err := loadSession(id)
+	sess, err := a.resumeSession(ctx, id)
 	if err != nil {
 		return err
-	}
-	if err := a.needsFull(e.State.Backend); err != nil {
-		return err
-	}
-	c, err := a.OpenBackend(e.State.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
-	if err != nil {
-		return err
-	}
-	sess, err := c.Resume(ctx, e.State)
-	if errors.Is(err, sandbox.ErrGone) {
-		return fmt.Errorf("session %s is gone (%v); agentbox session rm %s removes what is left", id, err, id)
-	}
-	if err != nil {
-		return fmt.Errorf("session %s: %w", id, err)
 	}
 	if on {
 		return sandbox.Pause(ctx, sess)
 	}
 	return sandbox.Unpause(ctx, sess)
+}
+
+// resumeSession reattaches to the session made by session create as id.
+func (a *App) resumeSession(ctx context.Context, id string) (sandbox.Session, error) {
+	e, err := loadSession(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.needsFull(e.State.Backend); err != nil {
+		return nil, err
+	}
+	c, err := a.OpenBackend(e.State.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
+	if err != nil {
+		return nil, err
+	}
+	sess, err := c.Resume(ctx, e.State)
+	if errors.Is(err, sandbox.ErrGone) {
+		return nil, fmt.Errorf("session %s is gone (%v); agentbox session rm %s removes what is left", id, err, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	return sess, nil
 }

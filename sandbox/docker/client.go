@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/sandbox/egress"
 	"log/slog"
 	"os"
 	"slices"
@@ -31,6 +32,9 @@ type Options struct {
 	Image string
 	// Host overrides DOCKER_HOST (for example "unix:///run/docker.sock").
 	Host string
+	// EgressUpstream replaces how session proxies reach and verify
+	// upstreams; for tests that play a remote HTTPS host on loopback.
+	EgressUpstream egress.Upstream
 }
 
 // Client is the Docker backend: each session is one container on the

@@ -8,11 +8,13 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/agentbox/agentbox/sandbox"
@@ -59,6 +61,9 @@ type egressLink struct {
 	proxy   *egress.Proxy
 	lis     net.Listener
 	proxyAt string
+	// trustDir holds the CA bundle bound into the container, when the
+	// proxy inspects TLS.
+	trustDir string
 }
 
 // attachEgress creates the session's internal network and proxy and points
@@ -118,9 +123,22 @@ func (c *Client) attachEgress(ctx context.Context, s *session, plan *containerPl
 		l.rules = append(l.rules, rule)
 	}
 	pol := s.spec.Policy.Network
-	l.proxy, err = egress.New(egress.Config{Allow: pol.Allow, Credentials: pol.Credentials, Logger: c.log})
+	l.proxy, err = egress.New(egress.Config{
+		Allow: pol.Allow, Credentials: pol.Credentials,
+		Inspect: pol.Inspect, Rules: pol.Rules, Secrets: pol.Secrets,
+		Dial: c.opts.EgressUpstream.Dial, UpstreamRoots: c.opts.EgressUpstream.Roots,
+		Logger: c.log.With("session", s.id),
+	})
 	if err != nil {
 		return nil, err
+	}
+	if ca := l.proxy.CACert(); ca != nil {
+		if err := l.trust(plan, ca); err != nil {
+			return nil, sandbox.Wrap(op, sandbox.ErrUnavailable, err)
+		}
+	}
+	for k, v := range l.proxy.Placeholders() {
+		plan.config.Env = append(plan.config.Env, k+"="+v)
 	}
 	go func() { _ = l.proxy.Serve(l.lis) }()
 
@@ -137,8 +155,38 @@ func (c *Client) attachEgress(ctx context.Context, s *session, plan *containerPl
 	return l.down, nil
 }
 
+// trustBundlePath is where the container sees the CA bundle.
+const trustBundlePath = "/etc/agentbox/ca-bundle.pem"
+
+// trust binds a bundle of this host's system roots and the proxy's CA
+// read-only into the container and points TLS clients at it. (The
+// image's own bundle cannot be read before the container runs; the
+// host's is the usual public roots.)
+func (l *egressLink) trust(plan *containerPlan, ca []byte) error {
+	dir, err := os.MkdirTemp("", "agentbox-trust-")
+	if err != nil {
+		return fmt.Errorf("trust bundle: %w", err)
+	}
+	l.trustDir = dir
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("trust bundle: %w", err)
+	}
+	file := filepath.Join(dir, "ca-bundle.pem")
+	if err := os.WriteFile(file, sandbox.TrustBundle(ca), 0o644); err != nil {
+		return fmt.Errorf("trust bundle: %w", err)
+	}
+	plan.host.Mounts = append(plan.host.Mounts, mount.Mount{Type: mount.TypeBind, Source: file, Target: trustBundlePath, ReadOnly: true})
+	for _, k := range egress.TrustEnv {
+		plan.config.Env = append(plan.config.Env, k+"="+trustBundlePath)
+	}
+	return nil
+}
+
 // down closes the proxy, deletes the firewall rules and the network.
 func (l *egressLink) down() {
+	if l.trustDir != "" {
+		_ = os.RemoveAll(l.trustDir)
+	}
 	if l.proxy != nil {
 		_ = l.proxy.Close()
 	} else if l.lis != nil {

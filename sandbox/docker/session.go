@@ -95,6 +95,7 @@ type session struct {
 	tmpfsDir string
 	held     *os.File
 	proxy    *egress.Proxy
+	watches  wsfs.Watches
 }
 
 func (s *session) ID() string { return s.id }
@@ -427,6 +428,7 @@ func (s *session) Close(ctx context.Context) error {
 	if s.lifeline != nil {
 		_ = s.lifeline.Close()
 	}
+	s.watches.End()
 	if s.root != nil {
 		_ = s.root.Close()
 	}

@@ -21,6 +21,10 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, t.String(), status, err.Error())
 		return
 	}
+	if p.inspected(t) {
+		p.serveInspect(w, r, t)
+		return
+	}
 	up, err := p.dial(r.Context(), t)
 	if err != nil {
 		p.upstreamFailed(w, r, t.String(), err)

@@ -19,9 +19,22 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, host string, stat
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Agentbox-Egress", "refused")
+	w.Header().Set(ReasonHeader, strings.Map(headerSafe, reason))
 	w.WriteHeader(status)
 	fmt.Fprintf(w, "agentbox egress proxy refused %s %s: %s (allowed: %s)\n",
 		r.Method, strconv.Quote(host), reason, strings.Join(allowed, ", "))
+}
+
+// ReasonHeader carries a refusal's reason, for clients that read headers
+// rather than bodies.
+const ReasonHeader = "X-Agentbox-Egress-Reason"
+
+// headerSafe drops control characters from a header value.
+func headerSafe(r rune) rune {
+	if r < ' ' || r == 0x7f {
+		return -1
+	}
+	return r
 }
 
 // record keeps one refusal and logs it.

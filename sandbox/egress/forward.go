@@ -23,7 +23,13 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, t.String(), status, err.Error())
 		return
 	}
-	p.forward.ServeHTTP(w, r.WithContext(withTarget(r.Context(), t)))
+	if status, why := p.checkRequest(r, t); why != "" {
+		p.refuse(w, r, t.String(), status, why)
+		return
+	}
+	r = r.WithContext(withTarget(r.Context(), t))
+	p.scanBody(r, t)
+	p.forward.ServeHTTP(w, r)
 }
 
 // rewrite builds the upstream request. ReverseProxy has already removed
@@ -45,13 +51,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.Header.Del("Proxy-Authorization")
 	out.Header.Del("Proxy-Connection")
 	out.RequestURI = ""
-	for _, c := range p.creds {
-		if c.pattern.matchesHost(t) && (c.pattern.port == 0 || c.pattern.matchesPort(t)) {
-			for name, vs := range c.headers {
-				out.Header[name] = append([]string(nil), vs...)
-			}
-		}
-	}
+	p.injectCredentials(out, t)
 }
 
 // scrubResponse drops response headers that would carry an injected
@@ -59,18 +59,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 // a header, say).
 func (p *Proxy) scrubResponse(resp *http.Response) error {
 	t, _ := targetFrom(resp.Request.Context())
-	var secrets []string
-	for _, c := range p.creds {
-		if c.pattern.matchesHost(t) {
-			for _, vs := range c.headers {
-				for _, v := range vs {
-					if v != "" {
-						secrets = append(secrets, v)
-					}
-				}
-			}
-		}
-	}
+	secrets := p.secretValues(t)
 	if len(secrets) == 0 {
 		return nil
 	}
@@ -106,6 +95,14 @@ func containsAny(s string, subs []string) bool {
 // failure into 502.
 func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, err error) {
 	t, _ := targetFrom(r.Context())
+	var leak *errPlaceholderInBody
+	if errors.As(err, &leak) {
+		// Headers may be gone already (a streamed body); the refusal is
+		// recorded either way and the upstream request was cut before
+		// the placeholder's bytes.
+		p.refuse(w, r, t.String(), http.StatusForbidden, leak.reason)
+		return
+	}
 	var d *deniedError
 	if errors.As(err, &d) {
 		p.refuse(w, r, t.String(), http.StatusForbidden, d.reason)
@@ -122,6 +119,7 @@ func (p *Proxy) upstreamFailed(w http.ResponseWriter, r *http.Request, host stri
 		p.refuse(w, r, host, http.StatusForbidden, d.reason)
 		return
 	}
+	err = errUpstream(err)
 	status := http.StatusBadGateway
 	var te interface{ Timeout() bool }
 	if errors.As(err, &te) && te.Timeout() {

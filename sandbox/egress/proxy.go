@@ -2,6 +2,8 @@ package egress
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +27,19 @@ type Config struct {
 	// headers added to plain-HTTP requests for that host, replacing any
 	// the sandbox sent. They are never logged or sent back.
 	Credentials map[string]map[string]string
+	// Inspect lists allow-list entries (or hosts they admit) whose HTTPS
+	// the proxy terminates with its session CA; hosts of Rules and
+	// Secrets are inspected too. Other allowed hosts are tunnelled.
+	Inspect []string
+	// Rules admit requests to inspected (and plain-HTTP) hosts by method
+	// and path; see sandbox.RequestRule.
+	Rules []sandbox.RequestRule
+	// Secrets are credentials New reads from their sources and adds to
+	// requests; their values never leave the proxy.
+	Secrets []sandbox.Credential
+	// UpstreamRoots verifies inspected hosts' certificates; nil: the
+	// host's system roots. Tests put their own root here.
+	UpstreamRoots *x509.CertPool
 	// Logger receives one warning per refusal; default slog.Default().
 	Logger *slog.Logger
 	// DialTimeout bounds resolving and connecting upstream, and reading a
@@ -44,6 +59,15 @@ type Config struct {
 	// listed "host:port" as requested, and the proxy does not check the
 	// addresses it reaches. For tests.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Upstream is how a proxy reaches and verifies upstreams, for a backend's
+// tests that play a remote host on loopback: Dial and Roots go to
+// Config.Dial and Config.UpstreamRoots. The zero Upstream is the real
+// network and the system roots.
+type Upstream struct {
+	Dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	Roots *x509.CertPool
 }
 
 // Defaults for the zero Config fields.
@@ -67,6 +91,16 @@ type Proxy struct {
 	server  *http.Server
 	forward *httputil.ReverseProxy
 	tr      *http.Transport
+
+	// Inspection: the session CA, the hosts it applies to, the request
+	// rules and the resolved secrets, and the HTTPS forwarder.
+	ca              *authority
+	inspect         []pattern
+	rules           []ruleGroup
+	secrets         []secret
+	hasPlaceholders bool
+	mitm            *httputil.ReverseProxy
+	upTr            *http.Transport
 
 	// base is every request's parent context; Close cancels it, which
 	// ends dials in progress and protocol-switched (Upgrade) connections.
@@ -120,6 +154,9 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p.creds = creds
+	if err := p.setupInspection(cfg); err != nil {
+		return nil, err
+	}
 
 	p.tr = &http.Transport{
 		Proxy:                  nil, // never chain to the host's own proxy settings
@@ -263,6 +300,7 @@ func (p *Proxy) Close() error {
 		_ = c.Close()
 	}
 	p.tr.CloseIdleConnections()
+	p.upTr.CloseIdleConnections()
 	if err != nil {
 		return fmt.Errorf("egress: close: %w", err)
 	}
@@ -295,3 +333,73 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"not a proxy request: send CONNECT host:port, or an absolute http:// URI")
 	}
 }
+
+// setupInspection parses what the proxy inspects, reads the secrets and,
+// when any host is inspected, makes the session CA and the HTTPS
+// forwarder (which the zero config also gets, idle, so Close is uniform).
+func (p *Proxy) setupInspection(cfg Config) error {
+	rules, err := p.parseRules(cfg.Rules)
+	if err != nil {
+		return err
+	}
+	p.rules = rules
+	if p.secrets, err = p.resolveSecrets(cfg.Secrets); err != nil {
+		return err
+	}
+	hosts := slices.Clone(cfg.Inspect)
+	for _, r := range cfg.Rules {
+		hosts = append(hosts, r.Host)
+	}
+	for _, s := range p.secrets {
+		hosts = append(hosts, s.Host)
+		p.hasPlaceholders = p.hasPlaceholders || s.placeholder != ""
+	}
+	for _, h := range hosts {
+		pat, err := parsePattern(h)
+		if err != nil {
+			return err
+		}
+		if !p.covers(pat) {
+			return sandbox.Errorf(sandbox.ErrInvalid, "egress: %q is inspected but the allow-list does not admit it", h)
+		}
+		p.inspect = append(p.inspect, pat)
+	}
+	if len(p.inspect) > 0 {
+		if p.ca, err = newAuthority(time.Now()); err != nil {
+			return err
+		}
+	}
+	p.upTr = &http.Transport{
+		Proxy:                  nil,
+		DialContext:            p.dialUpstream,
+		TLSClientConfig:        &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           64,
+		IdleConnTimeout:        p.cfg.IdleTimeout,
+		TLSHandshakeTimeout:    p.cfg.DialTimeout,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes) * 4,
+	}
+	p.mitm = &httputil.ReverseProxy{
+		Rewrite:        p.rewriteInspected,
+		Transport:      p.upTr,
+		ModifyResponse: p.scrubResponse,
+		ErrorHandler:   p.forwardError,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// CACert is the PEM certificate of the session CA the sandbox must trust,
+// or nil when no host is inspected. Its key never leaves this process.
+func (p *Proxy) CACert() []byte {
+	if p.ca == nil {
+		return nil
+	}
+	return slices.Clone(p.ca.certPEM)
+}
+
+// TrustEnv are the environment variables that point TLS clients at a
+// bundle file (OpenSSL and Go, Python requests, Node, git, curl); a
+// backend sets each to the file holding the system roots and CACert.
+var TrustEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE"}

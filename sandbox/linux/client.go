@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentbox/agentbox/sandbox/egress"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -49,13 +50,20 @@ type Options struct {
 	// (see ids.go). Zero means the "agentbox" entries of /etc/subuid and
 	// /etc/subgid, else a default block no host account uses.
 	IDs IDRange
+	// EgressUpstream replaces how session proxies reach and verify
+	// upstreams; for tests that play a remote HTTPS host on loopback.
+	EgressUpstream egress.Upstream
 }
 
-// initFD is the lowest descriptor number the init program is held at:
-// above every descriptor the init is started with (control.Fd* and the
-// group directories), which the child's start puts in place before it
-// execs the program through /proc/self/fd.
-const initFD = 64
+// initPath is the path a child execs the init program by when it is
+// given Client.initFile as its descriptor fd. It must be one of the
+// descriptors the child is given, not the number the client holds it at:
+// before it puts them in place, the child (Go's fork and exec) moves
+// descriptors to the numbers just above the highest one it is given, and
+// one of those numbers may be where the client holds the program (the
+// higher the more descriptors the client has open: concurrent creates).
+// The exec then found a pipe there and failed with EACCES.
+func initPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // DefaultStateDir is where session state lives when Options.StateDir is
 // empty.
@@ -68,16 +76,19 @@ type Client struct {
 	cg       *cgroups.Host
 	enforces []Part
 	notes    []string
-	// exe is the program started as each session's init: the
-	// /proc/self/fd path of initFile, the checked agentbox-init beside
-	// this program, or Options.InitBinary, or this program.
-	exe      string
+	// initFile is the program started as each session's init, held
+	// open (O_PATH, close-on-exec): the checked agentbox-init beside this
+	// program, or Options.InitBinary, or this program. A child is given
+	// it among its descriptors and execs it from there (see initPath).
 	initFile *os.File
 	// rootless: not root, so each session gets a user namespace (see
 	// startInit) and what needs host privileges is not claimed.
 	rootless bool
 	// newID makes session ids (replaced by tests to recognise theirs).
 	newID func() string
+	// beforeInitStart, when set (by tests), runs just before the init's
+	// process is started.
+	beforeInitStart func()
 	// slots hands out each session's host ids (as root).
 	slots idSlots
 }
@@ -144,17 +155,17 @@ func New(opts Options) (_ *Client, err error) {
 	if err != nil {
 		return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("find the agentbox binary to re-execute: %w", err))
 	}
-	// The init program is held open and started from its descriptor
+	// The init program is held open and started from a descriptor
 	// (/proc/self/fd/N): it is the file that was checked, and the init,
 	// whose ids are no host account's, need not be able to walk the path
 	// to it (a program in a private directory is still its own init).
 	init := exe
-	var fd int
+	fd := -1
 	if opts.InitBinary != "" {
 		init = opts.InitBinary
 	} else if p, err := sibling.Open("agentbox-init"); err == nil {
 		init = p.Name
-		fd, err = unix.FcntlInt(p.Fd(), unix.F_DUPFD_CLOEXEC, initFD)
+		fd, err = unix.FcntlInt(p.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 		p.Close()
 		if err != nil {
 			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("hold %s: %w", init, err))
@@ -162,18 +173,12 @@ func New(opts Options) (_ *Client, err error) {
 	} else if !sibling.IsMissing(err) {
 		c.notes = append(c.notes, "agentbox-init beside this program is not used: "+err.Error())
 	}
-	if fd == 0 {
-		o, err := unix.Open(init, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err == nil {
-			fd, err = unix.FcntlInt(uintptr(o), unix.F_DUPFD_CLOEXEC, initFD)
-			unix.Close(o)
-		}
-		if err != nil {
+	if fd < 0 {
+		if fd, err = unix.Open(init, unix.O_PATH|unix.O_CLOEXEC, 0); err != nil {
 			return nil, sandbox.Wrap("linux: new", sandbox.ErrUnavailable, fmt.Errorf("open the init program %s: %w", init, err))
 		}
 	}
 	c.initFile = os.NewFile(uintptr(fd), init)
-	c.exe = "/proc/self/fd/" + strconv.Itoa(fd)
 	cg, err := cgroups.Detect()
 	if err != nil {
 		c.notes = append(c.notes, err.Error())
@@ -207,6 +212,8 @@ func New(opts Options) (_ *Client, err error) {
 	if cost := cg.ThreadMoveCost(); cost != "" {
 		c.notes = append(c.notes, cost)
 	}
+	// The init's own clock: no kernel feature needed.
+	c.enforces = append(c.enforces, sandbox.PartIdleTimeout)
 	switch cg.Tracking() {
 	case "v1":
 		c.enforces = append(c.enforces, sandbox.PartTimeout)

@@ -144,6 +144,7 @@ func (c *Client) create(ctx context.Context, spec sandbox.Spec, id string, adopt
 		cfg.TmpBytes = min(d, defaultTmpBytes)
 	}
 	cfg.SessionTimeout = int64(spec.Policy.Resources.SessionTimeout)
+	cfg.IdleTimeout = int64(spec.Policy.Resources.IdleTimeout)
 
 	// As root, the session's user namespace maps its ids to a slot of
 	// host ids of its own (see ids.go).

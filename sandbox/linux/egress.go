@@ -27,13 +27,21 @@ type egressBridge struct {
 // startEgress starts the proxy for the session's allow-list. The port is
 // kept in the state so that a resumed session keeps its proxy address.
 func (s *session) startEgress(np sandbox.NetworkPolicy) error {
-	ln, err := listenInSandbox(s.h.Socket, s.h.ProxyPort)
+	up := s.c.opts.EgressUpstream
+	px, err := egress.New(egress.Config{
+		Allow: np.Allow, Credentials: np.Credentials,
+		Inspect: np.Inspect, Rules: np.Rules, Secrets: np.Secrets,
+		Dial: up.Dial, UpstreamRoots: up.Roots,
+		Logger: s.c.log.With("session", s.st.ID),
+	})
 	if err != nil {
 		return fmt.Errorf("egress: %w", err)
 	}
-	px, err := egress.New(egress.Config{Allow: np.Allow, Credentials: np.Credentials, Logger: s.c.log.With("session", s.st.ID)})
+	// The init writes the trust bundle before it hands over the
+	// listener: no command can start before the sandbox trusts the CA.
+	ln, err := listenInSandbox(s.h.Socket, s.h.ProxyPort, string(px.CACert()))
 	if err != nil {
-		ln.Close()
+		_ = px.Close()
 		return fmt.Errorf("egress: %w", err)
 	}
 	b := &egressBridge{proxy: px, ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
@@ -66,11 +74,20 @@ func (s *session) stopEgress() {
 // env is what commands need to use the proxy.
 func (b *egressBridge) env() map[string]string {
 	u := "http://127.0.0.1:" + strconv.Itoa(b.port)
-	return map[string]string{
+	m := map[string]string{
 		"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,
 		"ALL_PROXY": u, "all_proxy": u,
 		"NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1",
 	}
+	if b.proxy.CACert() != nil {
+		for _, k := range egress.TrustEnv {
+			m[k] = control.TrustBundle
+		}
+	}
+	for k, v := range b.proxy.Placeholders() {
+		m[k] = v
+	}
+	return m
 }
 
 func (b *egressBridge) denialCount() int { return len(b.proxy.Denials()) }
@@ -90,19 +107,20 @@ func (b *egressBridge) denialsSince(n int) []string {
 }
 
 // listenInSandbox asks the session's init for a TCP listener on its
-// loopback, 127.0.0.1:port (any port when 0 or taken), and returns it. A
+// loopback, 127.0.0.1:port (any port when 0 or taken), and returns it;
+// with caPEM, the init first writes the trust bundle holding it. A
 // socket keeps the network namespace it was made in, so the client can
 // serve it from outside, and asking the init, which lives in that
 // namespace, needs no privilege: entering the namespace (setns) would need
 // root, which a rootless client does not have.
-func listenInSandbox(sock string, port int) (net.Listener, error) {
+func listenInSandbox(sock string, port int, caPEM string) (net.Listener, error) {
 	c, err := control.Dial(sock)
 	if err != nil {
 		return nil, fmt.Errorf("reach the sandbox's init: %w", err)
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if err := control.Send(c, control.Request{Op: control.OpListen, Port: port}); err != nil {
+	if err := control.Send(c, control.Request{Op: control.OpListen, Port: port, CACert: caPEM}); err != nil {
 		return nil, fmt.Errorf("ask for a loopback listener: %w", err)
 	}
 	var r control.Reply

@@ -127,9 +127,11 @@ func idmapError(p string, err error) error {
 // ran until told to exit cost a Go runtime's start and exit per session
 // (A/B in bench/README.md).
 func (c *Client) holdUserns(uid, toUID, gid, toGID uint32) (*os.File, error) {
+	none := ^uintptr(0) // closed in the child
 	attr := &syscall.ProcAttr{
-		Dir: "/",
-		Env: []string{},
+		Dir:   "/",
+		Env:   []string{},
+		Files: []uintptr{none, none, none, c.initFile.Fd()},
 		Sys: &syscall.SysProcAttr{
 			Ptrace:      true,
 			Cloneflags:  unix.CLONE_NEWUSER,
@@ -140,7 +142,7 @@ func (c *Client) holdUserns(uid, toUID, gid, toGID uint32) (*os.File, error) {
 	// The tracer is the thread that forked; it also reaps the child.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	pid, err := syscall.ForkExec(c.exe, []string{"agentbox-linux-userns"}, attr)
+	pid, err := syscall.ForkExec(initPath(3), []string{"agentbox-linux-userns"}, attr)
 	if err != nil {
 		return nil, fmt.Errorf("start a user namespace for an idmapped mount: %w (a kernel.yama.ptrace_scope of 3 forbids the traced start it needs)", err)
 	}

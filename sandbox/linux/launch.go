@@ -80,7 +80,7 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) 
 	// Descriptors from 3 on: control.FdSetup, FdControl (a placeholder
 	// until configure), FdTracking (a placeholder when there is no
 	// tracking group), then the group directories to join from
-	// FdJoinFirst.
+	// FdJoinFirst, then the init program (see initPath).
 	track := placeholder
 	if trackDir != "" {
 		if track, err = open(trackDir); err != nil {
@@ -95,6 +95,8 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) 
 		}
 		extra = append(extra, f)
 	}
+	extra = append(extra, c.initFile)
+	exe := initPath(3 + len(extra) - 1)
 
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
 	if cfg.Network != sandbox.NetworkHost {
@@ -142,7 +144,7 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) 
 	}
 	command := func() *exec.Cmd {
 		return &exec.Cmd{
-			Path: c.exe, Args: append([]string{control.Marker}, args.Argv()...),
+			Path: exe, Args: append([]string{control.Marker}, args.Argv()...),
 			Dir: "/", Env: []string{"GOMAXPROCS=2", "GOGC=50"},
 			Stdin: placeholder, Stdout: outW, Stderr: outW, ExtraFiles: extra,
 			SysProcAttr: sys,
@@ -158,13 +160,16 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) 
 			err = cmd.Start()
 		}
 	}
+	if c.beforeInitStart != nil {
+		c.beforeInitStart()
+	}
 	if cfg.Rootless {
 		start()
 	} else if oerr := asNamespaceOwner(base, start); oerr != nil {
 		return nil, oerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("start init %s: %w", c.exe, err)
+		return nil, fmt.Errorf("start init %s: %w", c.initFile.Name(), err)
 	}
 	l := &launched{child: superviseInit(cmd), early: make(chan []byte, 1)}
 	go func() {

@@ -42,6 +42,8 @@ type session struct {
 	egress *egressBridge
 	// child is the init when this client started it (nil when resumed).
 	child *initChild
+	// watches are the session's watches (watch.go), ended by stop.
+	watches wsfs.Watches
 }
 
 func newSession(c *Client, st sandbox.State, h handles, g *cgroups.Group) *session {
@@ -287,6 +289,7 @@ func (s *session) Stop(ctx context.Context) error { return s.stop(nil) }
 // its SIGKILL and, for an init this client started, before its death is
 // waited for (for a resumed one, after).
 func (s *session) stop(meanwhile func()) error {
+	s.watches.End()
 	s.mu.Lock()
 	if s.root != nil {
 		_ = s.root.Close()

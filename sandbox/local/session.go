@@ -33,6 +33,7 @@ type session struct {
 	closed   bool
 	expired  bool
 	deadline *time.Timer // session timeout
+	watches  wsfs.Watches
 }
 
 func (c *Client) open(st sandbox.State, missing []sandbox.Part) (*session, error) {
@@ -238,6 +239,7 @@ func (s *session) Close(ctx context.Context) error {
 	procs := s.takeProcs()
 	s.mu.Unlock()
 	s.c.untrack(s)
+	s.watches.End()
 	err := killAll(procs, true)
 	if cerr := s.root.Close(); err == nil {
 		err = cerr

@@ -35,6 +35,7 @@ type Options struct {
 
 // Client is the remote backend.
 type Client struct {
+	server   string // the address as given (Options.Server)
 	base     string // http://host[:port] or https://...
 	token    string
 	hc       *http.Client
@@ -45,9 +46,11 @@ type Client struct {
 var _ sandbox.Client = (*Client)(nil)
 
 // handles is the remote part of a State: which backend the server runs
-// the session on.
+// the session on, and the server's address (never its key), so that a
+// later program asks the right server about it.
 type handles struct {
 	Backend string `json:"backend"`
+	Server  string `json:"server,omitempty"`
 }
 
 // New connects to the server and asks what its backend enforces; it
@@ -59,7 +62,7 @@ func New(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Token == "" {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "remote: no API key (AGENTBOX_TOKEN; agentbox serve token create makes one)")
 	}
-	c := &Client{token: opts.Token, hc: opts.HTTPClient}
+	c := &Client{server: opts.Server, token: opts.Token, hc: opts.HTTPClient}
 	if c.hc == nil {
 		c.hc = &http.Client{}
 	}
@@ -162,6 +165,29 @@ func (c *Client) Delete(ctx context.Context, st sandbox.State) error {
 	return err
 }
 
+// Status is what the server says of the session st describes:
+// "running", "paused" or "gone" (the server no longer has it, or its
+// sandbox died). It fails when the server cannot be asked, or when st is a
+// session of another server than this client's.
+func (c *Client) Status(ctx context.Context, st sandbox.State) (string, error) {
+	if err := c.check(st); err != nil {
+		return "", err
+	}
+	var h handles
+	if err := sandbox.DecodeHandles(st, &h, nil); err == nil && h.Server != "" && h.Server != c.server {
+		return "", sandbox.Errorf(sandbox.ErrInvalid, "remote: session %s is on server %s, not %s", st.ID, h.Server, c.server)
+	}
+	var s api.Session
+	err := c.do(ctx, "remote: status", "GET", "/v1/sessions/"+url.PathEscape(st.ID), nil, &s)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return api.StatusGone, nil
+	case err != nil:
+		return "", err
+	}
+	return s.Status, nil
+}
+
 func (c *Client) check(st sandbox.State) error {
 	if st.Backend != c.Name() {
 		return sandbox.Errorf(sandbox.ErrInvalid, "remote: state of a %s session, not a remote one", st.Backend)
@@ -238,7 +264,7 @@ func fromBody(op string, b api.ErrorBody) error {
 func (c *Client) session(s api.Session) *session {
 	st := sandbox.State{Version: sandbox.StateVersion, Backend: c.Name(), ID: s.ID, Spec: s.Spec, Snapshot: s.Snapshot,
 		Workspace: s.Workspace, OwnsWorkspace: s.OwnsWorkspace,
-		Handles: sandbox.EncodeHandles(handles{Backend: s.Backend}), CreatedAt: s.CreatedAt}
+		Handles: sandbox.EncodeHandles(handles{Backend: s.Backend, Server: c.server}), CreatedAt: s.CreatedAt}
 	return &session{c: c, st: st}
 }
 

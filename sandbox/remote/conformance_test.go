@@ -99,7 +99,7 @@ func TestConformanceOverTheLinuxBackend(t *testing.T) {
 	sv := serve(t, linuxBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"))
+		sandboxtest.NoWatch("the server has no watch route"))
 }
 
 func dockerBackend(t *testing.T) server.NewBackend {
@@ -120,5 +120,5 @@ func TestConformanceOverTheDockerBackend(t *testing.T) {
 	sv := serve(t, dockerBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.Skip(sandboxtest.CapPause, "the server has no pause route"))
+		sandboxtest.NoWatch("the server has no watch route"))
 }

@@ -109,3 +109,34 @@ func (s *session) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	return s.c.Delete(ctx, st)
 }
+
+var _ sandbox.Pauser = (*session)(nil)
+
+// Pause freezes the session's processes on the server.
+func (s *session) Pause(ctx context.Context) error {
+	if err := s.live("pause"); err != nil {
+		return err
+	}
+	return s.c.do(ctx, "remote: pause", "POST", s.path("/pause"), nil, nil)
+}
+
+// Unpause lets the session's processes continue.
+func (s *session) Unpause(ctx context.Context) error {
+	if err := s.live("unpause"); err != nil {
+		return err
+	}
+	return s.c.do(ctx, "remote: unpause", "POST", s.path("/unpause"), nil, nil)
+}
+
+// Paused asks the server, which asks the backend (another client may
+// have paused the session).
+func (s *session) Paused(ctx context.Context) (bool, error) {
+	if err := s.live("paused"); err != nil {
+		return false, err
+	}
+	var v api.Session
+	if err := s.c.do(ctx, "remote: paused", "GET", s.path(""), nil, &v); err != nil {
+		return false, err
+	}
+	return v.Status == api.StatusPaused, nil
+}

@@ -37,6 +37,7 @@ var requestable = []struct {
 	{sandbox.PartCPU, func(p *sandbox.Policy) { p.Resources.CPUs = 1 }},
 	{sandbox.PartDisk, func(p *sandbox.Policy) { p.Resources.DiskBytes = 64 << 20 }},
 	{sandbox.PartTimeout, func(p *sandbox.Policy) { p.Resources.ExecTimeout = time.Minute }},
+	{sandbox.PartIdleTimeout, func(p *sandbox.Policy) { p.Resources.IdleTimeout = time.Hour }},
 	{sandbox.PartReadOnlyPaths, func(p *sandbox.Policy) { p.Filesystem.ReadOnly = []string{sandbox.DefaultWorkdir + "/in"} }},
 	{sandbox.PartDenyPaths, func(p *sandbox.Policy) { p.Filesystem.Deny = []string{sandbox.DefaultWorkdir + "/secret"} }},
 	{sandbox.PartNetworkAllowList, func(p *sandbox.Policy) {

@@ -48,6 +48,10 @@ const (
 	// not claim it must refuse them with sandbox.ErrUnsupported, which
 	// the pause tests then check instead of skipping.
 	CapPause Capability = "pause"
+	// CapWatch: Watch (sandbox.Watcher). A backend that does not claim
+	// it must refuse it with sandbox.ErrUnsupported, which the watch
+	// tests then check instead of skipping.
+	CapWatch Capability = "watch"
 )
 
 // Option adjusts the suite for a backend.
@@ -86,6 +90,10 @@ func SkipResume(reason ...string) Option { return Skip(CapResume, why(reason, "n
 // NoPause says the backend cannot pause on this host: the pause tests
 // check that Pause is refused with sandbox.ErrUnsupported.
 func NoPause(reason string) Option { return Skip(CapPause, reason) }
+
+// NoWatch says the backend cannot watch a workspace: the watch tests
+// check that Watch is refused with sandbox.ErrUnsupported.
+func NoWatch(reason string) Option { return Skip(CapWatch, reason) }
 
 func why(reason []string, def string) string {
 	if len(reason) == 0 || reason[0] == "" {
@@ -138,6 +146,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, ptyTests()...)
 	all = append(all, lifecycleTests()...)
 	all = append(all, pauseTests()...)
+	all = append(all, watchTests()...)
 	all = append(all, policyTests()...)
 	all = append(all, partTests()...)
 	all = append(all, ownershipTests()...)

@@ -45,8 +45,9 @@ type UpdateSession struct {
 // Session is what the server reports of a session.
 type Session struct {
 	ID string `json:"id"`
-	// Status is StatusRunning, or StatusGone when its sandbox died
-	// without being deleted (what it left can be rebuilt).
+	// Status is StatusRunning; StatusPaused while its processes are
+	// frozen (POST .../pause); StatusGone when its sandbox died without
+	// being deleted (what it left can be rebuilt).
 	Status    string    `json:"status"`
 	Backend   string    `json:"backend"`
 	CreatedAt time.Time `json:"created_at"`
@@ -67,6 +68,7 @@ type Session struct {
 // Session statuses.
 const (
 	StatusRunning = "running"
+	StatusPaused  = "paused"
 	StatusGone    = "gone"
 )
 
@@ -119,6 +121,43 @@ type FileList struct {
 	Files []sandbox.FileInfo `json:"files"`
 }
 
+// ArchiveResult is the answer of PUT /v1/sessions/{id}/archive: how many
+// files and directories the archive wrote.
+type ArchiveResult struct {
+	Files int `json:"files"`
+	Dirs  int `json:"dirs"`
+}
+
+// Promote is the body of POST /v1/sessions/{id}/promote.
+type Promote struct {
+	// Rules are artifact rules as agentbox promote reads them, in JSON
+	// ({"outputs": [{"glob": "out/*.csv", "types": ["text/csv"]}]}),
+	// without json_schema.
+	Rules json.RawMessage `json:"rules"`
+	// RunID is copied into the provenance record.
+	RunID string `json:"run_id,omitempty"`
+}
+
+// Promoted is the answer of a promotion that passed: the provenance
+// record (agentbox-provenance.json) and the checked files by
+// workspace-relative path.
+type Promoted struct {
+	Record json.RawMessage `json:"record"`
+	Files  map[string]Blob `json:"files"`
+}
+
+// TraceInfo is one of a tenant's session traces.
+type TraceInfo struct {
+	Session string    `json:"session"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// TraceList is the body of GET /v1/traces.
+type TraceList struct {
+	Traces []TraceInfo `json:"traces"`
+}
+
 // Snapshot is the answer of POST /v1/sessions/{id}/snapshots.
 type Snapshot struct {
 	ID string `json:"id"`
@@ -168,6 +207,8 @@ const (
 	KindClosed            = "closed"
 	KindGone              = "gone"
 	KindUnavailable       = "unavailable"
+	KindUnsupported       = "unsupported"
+	KindPaused            = "paused"
 	KindUnauthorized      = "unauthorized"
 	KindQuota             = "quota"
 	KindTooLarge          = "too_large"
@@ -189,6 +230,8 @@ var kinds = []struct {
 	{KindClosed, sandbox.ErrClosed},
 	{KindGone, sandbox.ErrGone},
 	{KindUnavailable, sandbox.ErrUnavailable},
+	{KindUnsupported, sandbox.ErrUnsupported},
+	{KindPaused, sandbox.ErrPaused},
 }
 
 // KindOf is the wire kind of a sandbox error kind, "" for none.

@@ -43,6 +43,10 @@ type Config struct {
 	// SessionTimeout (nanoseconds, 0 for none) ends the session that
 	// long after it is ready.
 	SessionTimeout int64 `json:"session_timeout,omitempty"`
+	// IdleTimeout (nanoseconds, 0 for none) ends the session once no
+	// control connection has been open for that long (a running command
+	// holds its connection open).
+	IdleTimeout int64 `json:"idle_timeout,omitempty"`
 	// Rootless says the init runs in a user namespace of its own, where
 	// only the sandbox user (UID, GID) maps to a host id: the invoking
 	// user's. Otherwise the session's user namespace maps sessionIDs ids
@@ -82,6 +86,9 @@ const (
 	FdControl  = 4 // listening control socket
 	FdTracking = 5 // session tracking group directory, when Tracking
 	// FdJoinFirst is the first of the v1 group directories to join.
+	// The init program itself follows them (at FdJoinFirst+Join): the
+	// child execs it from there, and the init closes it with every other
+	// descriptor it does not use.
 	FdJoinFirst = 6
 )
 

@@ -21,7 +21,7 @@ import (
 
 // Request is what a client sends to the init.
 type Request struct {
-	// Op is OpExec, OpKill, OpInfo or OpListen.
+	// Op is OpExec, OpKill, OpInfo, OpListen or OpExtend.
 	Op string `json:"op"`
 	// Exec fields.
 	Cmd []string `json:"cmd,omitempty"`
@@ -34,7 +34,19 @@ type Request struct {
 	Timeout int64 `json:"timeout,omitempty"`
 	// Port is the loopback port OpListen asks for (0: any).
 	Port int `json:"port,omitempty"`
+	// CACert, with OpListen, is the egress proxy's session CA (PEM): the
+	// init writes the sandbox's system bundle followed by it to
+	// TrustBundle before it answers, replacing an older one.
+	CACert string `json:"ca_cert,omitempty"`
 }
+
+// TrustDir is a small tmpfs of its own in a session with an allow-list,
+// writable by the init after the root became read-only; TrustBundle in
+// it is the CA bundle the sandbox's TLS clients are pointed at.
+const (
+	TrustDir    = "/etc/agentbox"
+	TrustBundle = TrustDir + "/ca-bundle.pem"
+)
 
 const (
 	OpExec = "exec"
@@ -43,6 +55,9 @@ const (
 	// OpListen asks for a TCP listener on the sandbox's 127.0.0.1 (the
 	// egress proxy's); the Reply carries its descriptor.
 	OpListen = "listen"
+	// OpExtend is a use of the session and nothing else: the idle
+	// timeout starts again (sandbox.Extend).
+	OpExtend = "extend"
 )
 
 // Reply is what the init sends back.

@@ -65,6 +65,7 @@ type initState struct {
 	pending []*group // command groups not yet empty
 	seq     atomic.Uint64
 	trim    *idleTrim
+	idle    *idleClock // nil without an idle timeout
 }
 
 func run() error {
@@ -148,6 +149,12 @@ func run() error {
 		// The session's clock starts when it is ready, as the client's.
 		time.AfterFunc(time.Duration(cfg.SessionTimeout), func() {
 			fmt.Fprintln(os.Stderr, "agentbox init: session timeout reached; ending the session")
+			os.Exit(3)
+		})
+	}
+	if cfg.IdleTimeout > 0 {
+		st.idle = startIdleClock(time.Duration(cfg.IdleTimeout), func() {
+			fmt.Fprintf(os.Stderr, "agentbox init: idle for %s (the idle timeout); ending the session\n", time.Duration(cfg.IdleTimeout))
 			os.Exit(3)
 		})
 	}

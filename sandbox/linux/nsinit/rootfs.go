@@ -77,6 +77,18 @@ func buildRoot(cfg *control.Config, sources []*os.File) error {
 			return fmt.Errorf("mount tmpfs on %s: %w", d, err)
 		}
 	}
+	if cfg.Network == "allowlist" {
+		// The egress proxy's CA is only known once the proxy runs (and a
+		// resumed session gets a new one), so its bundle lives on a
+		// tmpfs that stays writable when the root turns read-only.
+		dst := filepath.Join(root, control.TrustDir)
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", control.TrustDir, err)
+		}
+		if err := unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=2m"); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", control.TrustDir, err)
+		}
+	}
 	// /dev is complete once /dev/shm is mounted on it: make its tmpfs
 	// read-only, so that root inside cannot change its modes or add nodes.
 	if err := unix.Mount("", filepath.Join(root, "dev"), "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {

@@ -78,12 +78,27 @@ func (st *initState) handle(c *net.UnixConn) {
 	if err != nil {
 		return
 	}
+	// Every request is a use of the session but a probe (OpInfo: session
+	// ls, Resume), and a command's lasts until it is reported.
+	if st.idle != nil && req.Op != control.OpInfo {
+		st.idle.busy()
+		defer st.idle.done()
+	}
 	switch req.Op {
+	case control.OpExtend:
+		control.CloseAll(files)
+		_ = control.Send(c, control.Reply{})
 	case control.OpInfo:
 		control.CloseAll(files)
 		_ = control.Send(c, control.Reply{Info: &control.Info{ID: st.cfg.ID, Landlock: st.report}})
 	case control.OpListen:
 		control.CloseAll(files)
+		if req.CACert != "" {
+			if err := writeTrustBundle(req.CACert); err != nil {
+				_ = control.Send(c, control.Reply{Error: err.Error()})
+				return
+			}
+		}
 		st.listen(c, req.Port)
 	case control.OpExec:
 		st.exec(c, req, files)
