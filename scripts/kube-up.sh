@@ -65,7 +65,7 @@ stamp=$( (
 ) | sha256sum | cut -d' ' -f1)
 mkdir -p "$CACHE/bin"
 if [[ ! -x $kube || $(cat "$CACHE/bin/stamp" 2>/dev/null) != "$stamp" ]]; then
-	version=$(sed -n 's/^require k8s.io\/kubernetes \(v[0-9.]*\)$/\1/p' "$src/go.mod")
+	version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$src/go.mod")
 	[[ -n $version ]] || die "scripts/kube/go.mod names no k8s.io/kubernetes version"
 	minor=$(echo "$version" | cut -d. -f2)
 	log "building the cluster binary (Kubernetes $version; a cold build takes a while)"
@@ -175,6 +175,12 @@ wait_for() {
 	done
 }
 
+# CAP_SYS_RESOURCE is bit 24 of the effective set.
+restrict_oom=true
+if (( (0x$(awk '/^CapEff/ {print $2}' /proc/self/status) >> 24) & 1 )); then
+	restrict_oom=false
+fi
+
 # containerd: an instance of its own, with the CRI plugin, beside any other
 # (Docker's) on the host.
 mkdir -p "$STATE/cni/net.d" "$STATE/containerd"
@@ -186,6 +192,11 @@ state = "$RUN/containerd"
   address = "$RUN/containerd.sock"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE_IMAGE"
+  # The kubelet asks for negative OOM score adjustments (-998 for the
+  # pause container), which need CAP_SYS_RESOURCE: a root without it (a
+  # container, this project's CI machine) gets no sandbox at all. Clamp
+  # them to containerd's own instead.
+  restrict_oom_score_adj = $restrict_oom
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -255,7 +266,7 @@ start apiserver "$kube" apiserver \
 	--kubelet-client-key="$pki/apiserver-kubelet-client.key" \
 	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 	--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
-	--service-cluster-ip-range=$SERVICE_CIDR \
+	--service-cluster-ip-range=$SERVICE_CIDR --kubelet-preferred-address-types=InternalIP,Hostname \
 	--authorization-mode=Node,RBAC \
 	--enable-admission-plugins=NodeRestriction
 curlk() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:6443$1"; }

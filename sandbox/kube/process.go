@@ -222,9 +222,27 @@ type process struct {
 	closed bool
 }
 
-func (p *process) Stdin() io.WriteCloser { return p.stdin }
-func (p *process) Stdout() io.Reader     { return p.stdout }
-func (p *process) Stderr() io.Reader     { return p.stderr }
+// Stdin is the command's standard input. With a terminal, Close sends
+// the terminal's end-of-file character instead of closing the stream:
+// the runtime hangs up a terminal whose input closes, and the output
+// still on its way would be lost.
+func (p *process) Stdin() io.WriteCloser {
+	if p.tty {
+		return ttyStdin{p.stdin}
+	}
+	return p.stdin
+}
+
+// ttyStdin is a terminal's input, which Close ends with ^D.
+type ttyStdin struct{ w *io.PipeWriter }
+
+func (t ttyStdin) Write(b []byte) (int, error) { return t.w.Write(b) }
+func (t ttyStdin) Close() error {
+	go t.w.Write([]byte{4}) // read when the terminal's reader next reads
+	return nil
+}
+func (p *process) Stdout() io.Reader { return p.stdout }
+func (p *process) Stderr() io.Reader { return p.stderr }
 
 // Next gives the executor the terminal's sizes (remotecommand's
 // TerminalSizeQueue); nil ends the queue.

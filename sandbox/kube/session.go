@@ -51,10 +51,19 @@ func (s *session) live() error {
 	return nil
 }
 
-// Stop deletes the Pod: its processes end and its emptyDir workspace with
-// them; what Rebuild needs is the latest snapshot, kept in State.
+// stopScript kills every process of the Pod but its init and itself:
+// stopped first so that none forks while the scan runs.
+const stopScript = `for sig in STOP KILL; do
+	for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] || [ "$p" = $$ ] || kill -$sig "$p" 2>/dev/null; done
+done; exit 0`
+
+// Stop ends every command of the session and keeps the Pod, its init and
+// its workspace, so that Resume reattaches to the same session.
 func (s *session) Stop(ctx context.Context) error {
-	return s.c.deleteObjects(ctx, s.h.Namespace, s.id)
+	if _, err := s.run(ctx, "kube: stop "+s.id, stopScript, nil, 1<<10); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Close deletes the Pod and its NetworkPolicy. It is idempotent.
