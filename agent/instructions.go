@@ -58,6 +58,7 @@ func SandboxFacts(pol sandbox.Policy) (network, limits string) {
 	case sandbox.NetworkAllowList:
 		network = "The network reaches only these hosts: " + strings.Join(pol.Network.Allow, ", ") +
 			", through the proxy that HTTPS_PROXY and HTTP_PROXY name (most tools use it by themselves); any other host is refused and the refusal is recorded."
+		network += inspectionFacts(pol.Network)
 	case sandbox.NetworkHost:
 		network = "The network is not restricted."
 	default:
@@ -178,4 +179,33 @@ func RenderTree(ctx context.Context, sess sandbox.Session, workdir string, opt T
 		return "", fmt.Errorf("render workspace tree of %s: %w", workdir, err)
 	}
 	return strings.TrimRight(b.String(), "\n"), nil
+}
+
+// inspectionFacts tells the model what the proxy adds and checks on
+// inspected hosts, so that it uses placeholders as given and does not
+// look for keys it will never see.
+func inspectionFacts(n sandbox.NetworkPolicy) string {
+	var out []string
+	var ph, added []string
+	for _, c := range n.Secrets {
+		if c.Kind == sandbox.CredPlaceholder {
+			ph = append(ph, "$"+c.Name+" (for "+c.Host+")")
+		} else {
+			added = append(added, c.Host+c.PathPrefix)
+		}
+	}
+	if len(added) > 0 {
+		out = append(out, " The proxy adds the credentials for "+strings.Join(added, ", ")+" itself: send requests there without one.")
+	}
+	if len(ph) > 0 {
+		out = append(out, " "+strings.Join(ph, ", ")+" hold placeholders the proxy replaces by the real key toward that host only; use them as keys, and never send them elsewhere (that is refused and recorded).")
+	}
+	if len(n.Rules) > 0 {
+		rules := make([]string, len(n.Rules))
+		for i, r := range n.Rules {
+			rules[i] = r.String()
+		}
+		out = append(out, " Only these requests are allowed to those hosts: "+strings.Join(rules, "; ")+".")
+	}
+	return strings.Join(out, "")
 }

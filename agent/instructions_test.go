@@ -90,3 +90,22 @@ func TestTheWorkspaceTreeMarksMountsAndProtectedPaths(t *testing.T) {
 		}
 	}
 }
+
+func TestTheModelIsToldWhatTheProxyAddsAndAdmits(t *testing.T) {
+	network, _ := SandboxFacts(sandbox.Policy{Network: sandbox.NetworkPolicy{
+		Mode: sandbox.NetworkAllowList, Allow: []string{"api.openai.com", "api.github.com"},
+		Rules: []sandbox.RequestRule{{Host: "api.github.com", Methods: []string{"GET"}, Paths: []string{"/repos/acme/**"}}},
+		Secrets: []sandbox.Credential{
+			{Host: "api.openai.com", Kind: sandbox.CredPlaceholder, Name: "OPENAI_API_KEY", Source: "env:SECRET_SOURCE"},
+			{Host: "api.github.com", Kind: sandbox.CredBearer, Source: "file:/run/secret-source"},
+		},
+	}})
+	for _, want := range []string{"$OPENAI_API_KEY (for api.openai.com)", "adds the credentials for api.github.com", "GET api.github.com/repos/acme/**"} {
+		if !strings.Contains(network, want) {
+			t.Errorf("network facts %q lack %q", network, want)
+		}
+	}
+	if strings.Contains(network, "SECRET_SOURCE") || strings.Contains(network, "secret-source") {
+		t.Errorf("the model is told where a secret comes from: %q", network)
+	}
+}

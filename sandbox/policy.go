@@ -133,6 +133,10 @@ const (
 	PartNetworkNone Part = "network.none"
 	// PartNetworkAllowList: egress only to listed hosts.
 	PartNetworkAllowList Part = "network.allowlist"
+	// PartNetworkInspect: the egress proxy terminates the TLS of
+	// inspected hosts, applies request rules and adds credentials
+	// (NetworkPolicy.Inspect, Rules, Secrets).
+	PartNetworkInspect Part = "network.inspect"
 	// PartProcesses: host processes are invisible and unsignalable.
 	PartProcesses Part = "processes.isolation"
 	// PartIdentity: commands run unprivileged, no capabilities, no new
@@ -153,7 +157,7 @@ const (
 // AllParts is every policy part, in a stable order.
 var AllParts = []Part{
 	PartFilesystem, PartReadOnlyPaths, PartDenyPaths, PartNetworkNone,
-	PartNetworkAllowList, PartProcesses, PartIdentity, PartMemory, PartPids,
+	PartNetworkAllowList, PartNetworkInspect, PartProcesses, PartIdentity, PartMemory, PartPids,
 	PartCPU, PartDisk, PartTimeout, PartOutput, PartIdleTimeout,
 }
 
@@ -167,6 +171,9 @@ func (p Policy) Requires() []Part {
 		parts = append(parts, PartNetworkNone)
 	case NetworkAllowList:
 		parts = append(parts, PartNetworkAllowList)
+		if len(p.Network.Inspected()) > 0 {
+			parts = append(parts, PartNetworkInspect)
+		}
 	}
 	if len(p.Filesystem.ReadOnly) > 0 {
 		parts = append(parts, PartReadOnlyPaths)

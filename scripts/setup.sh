@@ -13,9 +13,12 @@ declare -A need=(
 	[curl]=curl
 )
 # The tests also open the HTML trace in a headless browser
-# (trace/html_test.go); the demo does not need one.
+# (trace/html_test.go), which the demo does not need,
+# and measure what CRIU makes of a native session (sandbox/linux's
+# hibernate tests).
 if [[ ${1:-} == test ]]; then
 	need[chromium]=chromium
+	need[criu]=criu
 fi
 missing=()
 for pkg in "${!need[@]}"; do

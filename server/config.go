@@ -69,6 +69,11 @@ type Limits struct {
 	// Rate caps the tenant's requests per second (a burst of twice that
 	// is allowed); 0 for none.
 	Rate float64 `yaml:"rate"`
+	// Pool keeps this many sessions of the tenant's default spec (what a
+	// create with an empty spec gets) made ahead, so that such a create
+	// returns one at once (package sandbox/pool); 0 for none. A pooled
+	// session counts in the quota once handed out.
+	Pool int `yaml:"pool"`
 }
 
 // DefaultLimits apply where neither the tenant nor the defaults say.
@@ -126,7 +131,7 @@ func (c Config) validate() error {
 				return fmt.Errorf("%s: credentials: %w", where, err)
 			}
 		}
-		if l.Sessions < 0 || l.Memory < 0 || l.CPUs < 0 || l.Rate < 0 || l.Body < 0 {
+		if l.Sessions < 0 || l.Memory < 0 || l.CPUs < 0 || l.Rate < 0 || l.Body < 0 || l.Pool < 0 {
 			return fmt.Errorf("%s: limits cannot be negative", where)
 		}
 		return nil
@@ -198,6 +203,9 @@ func fill(l, base Limits) Limits {
 	}
 	if l.Rate == 0 {
 		l.Rate = base.Rate
+	}
+	if l.Pool == 0 {
+		l.Pool = base.Pool
 	}
 	return l
 }

@@ -62,6 +62,11 @@ func (s *Server) routes(mux mux) {
 	route("POST /v1/snapshots", s.handleImport)
 	route("GET /v1/snapshots/{sid}/export", s.handleExport)
 	route("GET /v1/backend", s.handleBackend)
+	// MCP's streamable HTTP: POST carries messages, GET opens the
+	// server's event stream, DELETE ends the MCP session.
+	route("POST /v1/mcp", s.handleMCP)
+	route("GET /v1/mcp", s.handleMCP)
+	route("DELETE /v1/mcp", s.handleMCP)
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
@@ -162,6 +167,13 @@ func auditSession(w http.ResponseWriter, id string) {
 func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// Flush sends what is buffered (an MCP event stream needs it).
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // Unwrap lets http.ResponseController and the WebSocket upgrade reach the

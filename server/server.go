@@ -17,11 +17,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/agentbox/agentbox/mcp"
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/pool"
 	"github.com/agentbox/agentbox/snapshot"
 	"github.com/agentbox/agentbox/trace"
 )
@@ -75,6 +78,15 @@ type tenant struct {
 	mu       sync.Mutex
 	sessions map[string]*live
 	pending  usage
+
+	// pool, when its limits ask for one, keeps sessions ready; client is
+	// then the pool over the backend.
+	pool *pool.Pool
+
+	// mcp is its MCP server and mcpHTTP its handler, made on first use
+	// (see mcp.go).
+	mcp     *mcp.Server
+	mcpHTTP http.Handler
 }
 
 // New opens the registry in opts.Data and finds again every session it
@@ -107,6 +119,18 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// PoolStats reports tenant's warm pool (nil when it has none, or has not
+// been used since the server started).
+func (s *Server) PoolStats(tenant string) []pool.Stat {
+	s.mu.Lock()
+	t := s.tenants[tenant]
+	s.mu.Unlock()
+	if t == nil || t.pool == nil {
+		return nil
+	}
+	return t.pool.Stats()
 }
 
 // Registry is the server's registry (for the token commands of a running
@@ -178,6 +202,19 @@ func (s *Server) tenant(name string) (*tenant, error) {
 	if t.limits.Rate > 0 {
 		t.rate = &bucket{rate: t.limits.Rate}
 	}
+	if n := t.limits.Pool; n > 0 {
+		// The template is what a create with an empty spec becomes once
+		// admitted, so that such a create matches it field for field.
+		var sp sandbox.Spec
+		if err := t.admit(&sp); err != nil {
+			return nil, fmt.Errorf("server: tenant %s: pool: %w", name, err)
+		}
+		p, err := pool.New(c, s.log.With("tenant", name), pool.Template{Name: name + " default", Spec: sp, Size: n})
+		if err != nil {
+			return nil, fmt.Errorf("server: tenant %s: %w", name, err)
+		}
+		t.pool, t.client = p, p
+	}
 	s.tenants[name] = t
 	return t, nil
 }
@@ -199,6 +236,14 @@ func (s *Server) Close(ctx context.Context, closeSessions bool) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, t := range tenants {
+		// An MCP client's sessions are its own: they end with the
+		// connection, which ends here.
+		t.mu.Lock()
+		m := t.mcp
+		t.mu.Unlock()
+		if m != nil {
+			m.Close(ctx)
+		}
 		for _, l := range t.list() {
 			if closeSessions {
 				if err := s.deleteSession(ctx, t, l, "deleted: the server closed with --close-on-exit"); err != nil {
@@ -211,7 +256,12 @@ func (s *Server) Close(ctx context.Context, closeSessions bool) error {
 		}
 	}
 	for _, t := range tenants {
-		if c, ok := t.client.(io.Closer); ok {
+		c := t.client
+		if t.pool != nil {
+			errs = append(errs, t.pool.Close(ctx))
+			c = t.pool.Client
+		}
+		if c, ok := c.(io.Closer); ok {
 			errs = append(errs, c.Close())
 		}
 	}

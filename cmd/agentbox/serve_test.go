@@ -10,10 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serveEnv is a real agentbox serve on a unix socket, with its data, the
@@ -211,5 +215,193 @@ func TestSessionLsSaysWhatTheServerSaysOfRemoteSessions(t *testing.T) {
 	e.kill9()
 	if got := e.lsStatus(tok, id); got != "unknown" {
 		t.Fatalf("with the server down the session is %q, want unknown", got)
+	}
+}
+
+// bearerOn adds a bearer token to every request of base.
+type bearerOn struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (b bearerOn) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// mcpClient connects the MCP SDK's client to the tenant of tok at the
+// server's /v1/mcp.
+func (e *serveEnv) mcpClient(tok string) *mcpEnv {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "serve-test", Version: "v0"}, nil)
+	hc := &http.Client{Transport: bearerOn{base: e.client().Transport, token: tok}}
+	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://agentbox/v1/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		e.t.Fatalf("connect to /v1/mcp: %v", err)
+	}
+	e.t.Cleanup(func() { _ = cs.Close() })
+	return &mcpEnv{t: e.t, cs: cs}
+}
+
+// sessions are the ids GET /v1/sessions lists for tok's tenant.
+func (e *serveEnv) sessions(tok string) []string {
+	e.t.Helper()
+	status, body := e.do(tok, "GET", "/v1/sessions", "")
+	if status != http.StatusOK {
+		e.t.Fatalf("GET /v1/sessions: %d %s", status, body)
+	}
+	var l struct {
+		Sessions []struct {
+			ID string `json:"id"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		e.t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range l.Sessions {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+func TestMCPIsARouteOfServePerTenant(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("tenants:\n  acme: {sessions: 2}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := startServe(t, t.TempDir(), t.TempDir(), "--config", cfg)
+	acme, other := e.token("acme"), e.token("other")
+
+	// No key, a wrong key: refused before MCP sees anything.
+	for _, tok := range []string{"", "abx_nope_nope"} {
+		status, body := e.do(tok, "POST", "/v1/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`)
+		if status != http.StatusUnauthorized {
+			t.Fatalf("POST /v1/mcp with key %q: %d %s, want 401", tok, status, body)
+		}
+	}
+
+	m := e.mcpClient(acme)
+	tools, err := m.cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("list tools: %v %v", tools, err)
+	}
+	out := m.ok("sandbox_create", map[string]any{})
+	id := sessionID(t, out)
+	if got := m.ok("exec", map[string]any{"session_id": id, "cmd": "echo from mcp > f.txt; cat f.txt"}); !strings.Contains(got, "from mcp") {
+		t.Fatalf("exec = %q", got)
+	}
+	m.refused("read_file", map[string]any{"session_id": id, "path": "../../etc/shadow"}, "workspace")
+
+	// The session is the tenant's: listed, its file readable through the
+	// API, and counted in its quota.
+	if ids := e.sessions(acme); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("acme lists %v, want [%s]", ids, id)
+	}
+	if status, body := e.do(acme, "GET", "/v1/sessions/"+id+"/files?path=f.txt", ""); status != http.StatusOK || string(body) != "from mcp\n" {
+		t.Fatalf("the MCP session's file through the API: %d %q", status, body)
+	}
+	m.ok("sandbox_create", map[string]any{})
+	m.refused("sandbox_create", map[string]any{}, "live sessions: limit 2")
+
+	// Invisible to another tenant, over the API and over its own MCP.
+	if ids := e.sessions(other); len(ids) != 0 {
+		t.Fatalf("tenant other lists %v", ids)
+	}
+	if status, _ := e.do(other, "GET", "/v1/sessions/"+id, ""); status != http.StatusNotFound {
+		t.Fatalf("tenant other on acme's MCP session: %d, want 404", status)
+	}
+	o := e.mcpClient(other)
+	o.refused("exec", map[string]any{"session_id": id, "cmd": "true"}, id)
+	if out := o.ok("sandbox_list", map[string]any{}); strings.Contains(out, id) {
+		t.Fatalf("tenant other's sandbox_list shows acme's session: %s", out)
+	}
+
+	// The MCP client leaves: its sessions are deleted on the server.
+	if err := m.cs.Close(); err != nil {
+		t.Logf("close: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.sessions(acme)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's MCP sessions left after its client went: %v", e.sessions(acme))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A server killed with SIGKILL while 20 commands run, then started again on
+// the same data, finds every session, running and usable with its files.
+func TestServeKilledDuringConcurrentExecsFindsEverySessionAgain(t *testing.T) {
+	const n = 20
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("defaults: {sessions: 30}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, state := t.TempDir(), t.TempDir()
+	first := startServe(t, data, state, "--config", cfg)
+	tok := first.token("acme")
+	var ids []string
+	for i := range n {
+		status, body := first.do(tok, "POST", "/v1/sessions", "{}")
+		if status != http.StatusCreated {
+			t.Fatalf("create session %d: %d %s", i, status, body)
+		}
+		var s struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+		if status, body := first.do(tok, "PUT", "/v1/sessions/"+s.ID+"/files?path=kept.txt", "kept "+s.ID); status != http.StatusNoContent {
+			t.Fatalf("write in %s: %d %s", s.ID, status, body)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			req, _ := http.NewRequest("POST", "http://agentbox/v1/sessions/"+id+"/exec", strings.NewReader(`{"cmd": ["sh", "-c", "echo started > started; sleep 30"]}`))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			if resp, err := first.client().Do(req); err == nil {
+				resp.Body.Close() // the server dies first; nothing to check
+			}
+		})
+	}
+	for _, id := range ids {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if status, _ := first.do(tok, "GET", "/v1/sessions/"+id+"/stat?path=started", ""); status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the command in %s did not start", id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first.kill9()
+	wg.Wait()
+
+	second := startServe(t, data, state, "--config", cfg)
+	listed := second.sessions(tok)
+	slices.Sort(listed)
+	want := slices.Clone(ids)
+	slices.Sort(want)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("after the restart the tenant lists %v, want %v", listed, want)
+	}
+	for _, id := range ids {
+		status, body := second.do(tok, "GET", "/v1/sessions/"+id, "")
+		if status != http.StatusOK || !strings.Contains(string(body), `"status": "running"`) {
+			t.Fatalf("session %s after the restart: %d %s", id, status, body)
+		}
+		status, body = second.do(tok, "POST", "/v1/sessions/"+id+"/exec", `{"cmd": ["cat", "kept.txt"]}`)
+		if status != http.StatusOK || !strings.Contains(string(body), `"stdout": "kept `+id+`"`) {
+			t.Fatalf("exec in %s after the restart: %d %s", id, status, body)
+		}
 	}
 }

@@ -354,3 +354,27 @@ func TestASessionWithAnIdleTimeoutEndsIdleAndExtendPutsItOff(t *testing.T) {
 		t.Fatalf("extend of an ended session: exit %d, stderr %q", code, stderr)
 	}
 }
+
+func TestSessionForkCopiesTheWorkspaceAndHibernateSaysWhyNot(t *testing.T) {
+	e := newSessionEnv(t)
+	store := t.TempDir()
+	id := strings.TrimSpace(e.ok("session", "create"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("exec", "--session", id, "--", "sh", "-c", "echo kept > note.txt; echo in-memory > /tmp/t")
+	e.ok("session", "pause", id)
+	fork := strings.TrimSpace(e.ok("session", "fork", "--store", store, id))
+	t.Cleanup(func() { e.run("session", "rm", fork) })
+	if fork == "" || fork == id {
+		t.Fatalf("session fork printed %q", fork)
+	}
+	if out := e.ok("exec", "--session", fork, "--", "sh", "-c", "cat note.txt; cat /tmp/t 2>/dev/null || echo no-tmp"); out != "kept\nno-tmp\n" {
+		t.Fatalf("the fork saw %q; want the workspace's file and not the source's /tmp", out)
+	}
+	if _, stderr, code := e.run("exec", "--session", id, "--", "true"); code != exitCode || !strings.Contains(stderr, "paused") {
+		t.Fatalf("the source after a fork: exit %d, %q; want it still paused", code, stderr)
+	}
+	_, stderr, code := e.run("session", "hibernate", fork)
+	if code != exitCode || !strings.Contains(strings.ToLower(stderr), "criu") || !strings.Contains(stderr, "session fork") {
+		t.Fatalf("session hibernate: exit %d, stderr %q; want a refusal naming why and the fork", code, stderr)
+	}
+}

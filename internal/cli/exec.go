@@ -59,6 +59,14 @@ was killed (out of memory or a limit); 125 when agentbox itself failed.`,
   # reach only one host, through the egress proxy
   agentbox exec --network pypi.org -- pip download requests
 
+  # call an API whose key the sandbox never holds: it sees a placeholder in
+  # $OPENAI_API_KEY, which the proxy swaps for agentbox's own value toward
+  # api.openai.com only; GitHub gets a bearer token and only GETs under acme
+  agentbox exec --network api.openai.com,api.github.com \
+    --credential 'api.openai.com=placeholder:OPENAI_API_KEY:env:OPENAI_API_KEY' \
+    --credential 'api.github.com=bearer:file:/run/secrets/gh' \
+    --rule 'GET api.github.com/repos/acme/**' -- python3 agent.py
+
   # machine-readable result
   agentbox exec --json -- sh -c 'echo out; echo err >&2; exit 3'
 

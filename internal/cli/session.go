@@ -194,11 +194,12 @@ is left of sessions that died.`,
   agentbox exec --session "$id" --tty -- bash
   agentbox session pause "$id"; agentbox session unpause "$id"
   agentbox session watch "$id" src
+  fork=$(agentbox session fork "$id")
   id=$(agentbox session create --idle-timeout 10m); agentbox session extend "$id"
   agentbox session ls
   agentbox session rm "$id"`,
 	}
-	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch(), a.sessionExtend())
+	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch(), a.sessionExtend(), a.sessionFork(), a.sessionHibernate())
 	return cmd
 }
 

@@ -256,7 +256,7 @@ func (c *Client) Enforces() []sandbox.Part {
 		parts = append(parts, sandbox.PartCPU)
 	}
 	if c.egressSupport() == "" {
-		parts = append(parts, sandbox.PartNetworkAllowList)
+		parts = append(parts, sandbox.PartNetworkAllowList, sandbox.PartNetworkInspect)
 	}
 	if canBound() {
 		// A workspace the backend makes is a tmpfs of the asked size

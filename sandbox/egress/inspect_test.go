@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -212,6 +215,7 @@ func TestPlaceholdersAreSwappedOnlyTowardTheirHost(t *testing.T) {
 		{"in a body to another host", "POST", "https://other.example.com/upload", nil, strings.Repeat("x", 100<<10) + ph + "tail"},
 		{"over plain HTTP", "GET", "http://plain.example.com/", map[string]string{"Cookie": "k=" + ph}, ""},
 		{"to its host outside the path prefix", "GET", "https://api.example.com/v2/", map[string]string{"X-Api-Key": ph}, ""},
+		{"in a host name", "GET", "http://" + ph + ".example.com/", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(p.Denials())
@@ -391,5 +395,68 @@ func TestGlobMatch(t *testing.T) {
 		if got := globMatch(tc.glob, tc.path); got != tc.want {
 			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.glob, tc.path, got, tc.want)
 		}
+	}
+}
+
+func TestCloseEndsInspectedConnections(t *testing.T) {
+	srv, _ := httpsUpstream(t, nil)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	p, err := New(Config{
+		Allow: []string{"api.example.com"}, Inspect: []string{"api.example.com"}, UpstreamRoots: roots,
+		Dial:   routes{"api.example.com:443": srv.Listener.Addr().String()}.dial,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(l) }()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.CACert())
+	conn, _ := connect(t, l.Addr().String(), "api.example.com:443")
+	tc := tls.Client(conn, &tls.Config{RootCAs: pool, ServerName: "api.example.com"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := tc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("an inspected connection outlived Close: read gave %v", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("Serve did not return after Close")
+	}
+}
+
+func TestSecretsNeverGoOutInClearText(t *testing.T) {
+	t.Setenv("AGENTBOX_TEST_TOKEN", testSecret)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "auth=%q key=%q", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+	}))
+	defer plain.Close()
+	p, addr := startProxy(t, Config{
+		Allow: []string{"api.example.com"},
+		Dial:  routes{"api.example.com:80": plain.Listener.Addr().String()}.dial,
+		Secrets: []sandbox.Credential{
+			{Host: "api.example.com", Kind: sandbox.CredBearer, Source: "env:AGENTBOX_TEST_TOKEN"},
+			{Host: "api.example.com", Kind: sandbox.CredPlaceholder, Name: "API_KEY", Source: "env:AGENTBOX_TEST_TOKEN"},
+		},
+	})
+	ph := p.Placeholders()["API_KEY"]
+	resp, body := get(t, proxiedClient(t, addr, nil), "GET", "http://api.example.com/", map[string]string{"X-Api-Key": ph}, "")
+	if resp.StatusCode != 200 || strings.Contains(body, testSecret) || body != fmt.Sprintf("auth=%q key=%q", "", ph) {
+		t.Errorf("plain HTTP to the secret's host: %d %q, want no secret and the placeholder left as is", resp.StatusCode, body)
 	}
 }

@@ -311,6 +311,13 @@ func (p *Proxy) Close() error {
 // admits its name, against the name bounds. It returns the status and
 // reason of a refusal, or 0 and nil.
 func (p *Proxy) admit(t target) (int, error) {
+	// A placeholder in a name would go out through DNS, or through a
+	// tunnel the proxy cannot read; whatever the name, it is refused.
+	for i := range p.secrets {
+		if s := &p.secrets[i]; s.placeholder != "" && strings.Contains(t.host, s.placeholder) {
+			return http.StatusForbidden, errors.New(exfiltration(s, t))
+		}
+	}
 	if err := p.allow.check(t); err != nil {
 		return http.StatusForbidden, err
 	}

@@ -174,8 +174,13 @@ func requestHolds(r *http.Request, ph string) bool {
 }
 
 // injectSecrets sets the header credentials and swaps the placeholders
-// that apply to out, a request to t.
+// that apply to out, a request to t. Only over TLS: a secret added to
+// plain HTTP would cross the network in clear text, so a plain request to
+// the host goes without it (a placeholder stays a placeholder).
 func (p *Proxy) injectSecrets(out *http.Request, t target) {
+	if out.URL.Scheme != "https" {
+		return
+	}
 	esc := out.URL.EscapedPath()
 	for i := range p.secrets {
 		s := &p.secrets[i]

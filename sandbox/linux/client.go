@@ -194,7 +194,7 @@ func New(opts Options) (_ *Client, err error) {
 	}
 	c.cg = cg
 	c.enforces = []Part{sandbox.PartFilesystem, sandbox.PartReadOnlyPaths, sandbox.PartDenyPaths,
-		sandbox.PartNetworkNone, sandbox.PartNetworkAllowList, sandbox.PartProcesses, sandbox.PartOutput}
+		sandbox.PartNetworkNone, sandbox.PartNetworkAllowList, sandbox.PartNetworkInspect, sandbox.PartProcesses, sandbox.PartOutput}
 	if _, err := seccomp.Filter(); err == nil {
 		c.enforces = append(c.enforces, sandbox.PartIdentity)
 	} else {

@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/egress"
+	"github.com/agentbox/agentbox/snapshot"
 )
 
 // The secret is built so that no command line in these tests spells it:
@@ -114,9 +115,15 @@ func TestInspectedHTTPSFromANativeSandbox(t *testing.T) {
 	roots.AddCert(srv.Certificate())
 	up := srv.Listener.Addr().String()
 	var logs bytes.Buffer
-	c := newTestClientWith(t, Options{
-		StateDir: t.TempDir(),
-		Logger:   slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	storeDir := t.TempDir()
+	store, err := snapshot.Open(storeDir, snapshot.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{
+		StateDir:  t.TempDir(),
+		Snapshots: store,
+		Logger:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		EgressUpstream: egress.Upstream{Roots: roots, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if addr != "api.example.com:443" && addr != "other.example.com:443" {
 				return nil, fmt.Errorf("test: no route to %s", addr)
@@ -124,7 +131,8 @@ func TestInspectedHTTPSFromANativeSandbox(t *testing.T) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, up)
 		}},
-	})
+	}
+	c := newTestClientWith(t, opts)
 	if !hasPart(c, sandbox.PartNetworkAllowList) {
 		testenv.Skipf(t, "no egress proxy")
 	}
@@ -234,13 +242,60 @@ done`)
 			}
 		}
 	})
+	if _, err := s.Snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	st, err := json.Marshal(s.State())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, text := range map[string]string{"the state": string(st), "the log": logs.String()} {
+	for what, text := range map[string]string{"the state": string(st), "the log": logs.String(), "the snapshot store": dirText(t, storeDir), "the state dir": dirText(t, opts.StateDir)} {
 		if strings.Contains(text, secretHead+secretTail) || strings.Contains(text, keyFile) {
-			t.Errorf("%s holds the secret or its source:\n%s", what, text)
+			t.Errorf("%s holds the secret or its source", what)
 		}
 	}
+
+	// A resumed session gets a new proxy with a new CA; the init replaces
+	// the bundle, so its commands trust the new one. (The secrets are
+	// given again: a State never carries them.)
+	rst, err := sandbox.UnmarshalState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rst.Spec.Policy.Network.Secrets = spec.Policy.Network.Secrets
+	c2, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c2.Resume(context.Background(), rst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sandbox.Exec(context.Background(), s2, sandbox.ExecRequest{Cmd: []string{"curl", "-sS", "https://api.example.com/v1/resumed"}, Timeout: 30 * time.Second})
+	if err != nil || string(res.Stdout) != "GET /v1/resumed over HTTP/2\n" {
+		t.Errorf("after resume: %v %q %q", err, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(saw.text(), `/v1/resumed HTTP/2 auth="Bearer `+secretHead+secretTail+`"`) {
+		t.Errorf("after resume the upstream saw:\n%s", saw.text())
+	}
+	if err := s2.Close(context.Background()); err != nil {
+		t.Errorf("close the resumed session: %v", err)
+	}
+}
+
+// dirText is every regular file under dir, concatenated: the state files
+// are JSON, and a snapshot store's index and manifests are plain (its
+// content, compressed, is the workspace, which the sandbox's own search
+// above covers).
+func dirText(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			b.Write(data)
+		}
+		return nil
+	})
+	return b.String()
 }

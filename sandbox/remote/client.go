@@ -103,6 +103,11 @@ func (c *Client) Backend() string { return c.backend }
 
 // Create creates a session on the server.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	if len(spec.Policy.Network.Secrets) > 0 {
+		// Secrets are never serialized: sending the spec would drop them
+		// silently, and the server reads only its operator's.
+		return nil, sandbox.Errorf(sandbox.ErrPolicyUnsupported, "remote: create: network credentials stay with the process that runs the egress proxy, here the server: its operator gives them per tenant (credentials in the server config)")
+	}
 	var s api.Session
 	if err := c.do(ctx, "remote: create", "POST", "/v1/sessions", api.CreateSession{Spec: spec}, &s); err != nil {
 		return nil, err

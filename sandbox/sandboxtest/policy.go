@@ -43,6 +43,9 @@ var requestable = []struct {
 	{sandbox.PartNetworkAllowList, func(p *sandbox.Policy) {
 		p.Network = sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"example.com"}}
 	}},
+	{sandbox.PartNetworkInspect, func(p *sandbox.Policy) {
+		p.Network = sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"example.com"}, Inspect: []string{"example.com"}}
+	}},
 }
 
 func testRefusesUnenforcedParts(t *testing.T, s *suite) {

@@ -147,6 +147,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, lifecycleTests()...)
 	all = append(all, pauseTests()...)
 	all = append(all, watchTests()...)
+	all = append(all, forkTests()...)
 	all = append(all, policyTests()...)
 	all = append(all, partTests()...)
 	all = append(all, ownershipTests()...)

@@ -7,6 +7,9 @@
 //     on TCP loopback);
 //   - session create (and close): linux.Client.Create against the remote
 //     backend's Create;
+//   - session acquire from a warm pool: pool.Pool.Create in-process against
+//     the remote backend's Create of a tenant whose config keeps a pool
+//     (over TCP loopback), each round once the pools are full again;
 //   - concurrency: C clients each running N execs through the server, in
 //     sessions of their own: failures, throughput, p50 and p99;
 //   - the server's own memory per idle session (Go heap, the sandbox's
@@ -33,6 +36,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux"
+	"github.com/agentbox/agentbox/sandbox/pool"
 	"github.com/agentbox/agentbox/sandbox/remote"
 	"github.com/agentbox/agentbox/server"
 )
@@ -40,11 +44,12 @@ import (
 func main() {
 	execN := flag.Int("exec", 300, "exec rounds (each: one in-process, one per transport)")
 	createN := flag.Int("create", 30, "create rounds")
+	acquireN := flag.Int("acquire", 50, "acquire rounds from a warm pool")
 	clients := flag.Int("clients", 200, "concurrent clients")
 	perClient := flag.Int("per-client", 50, "execs per concurrent client")
 	idleN := flag.Int("idle", 50, "idle sessions for the memory figure")
 	flag.Parse()
-	if err := run(*execN, *createN, *clients, *perClient, *idleN); err != nil {
+	if err := run(*execN, *createN, *acquireN, *clients, *perClient, *idleN); err != nil {
 		fmt.Fprintln(os.Stderr, "srvbench:", err)
 		os.Exit(1)
 	}
@@ -70,7 +75,7 @@ func diff(a, b time.Duration) string {
 	return fmt.Sprintf("%+.3f ms", float64((b-a).Microseconds())/1000)
 }
 
-func run(execN, createN, clients, perClient, idleN int) error {
+func run(execN, createN, acquireN, clients, perClient, idleN int) error {
 	ctx := context.Background()
 	tmp, err := os.MkdirTemp("", "srvbench-")
 	if err != nil {
@@ -83,7 +88,8 @@ func run(execN, createN, clients, perClient, idleN int) error {
 	if err != nil {
 		return fmt.Errorf("the linux backend: %w", err)
 	}
-	cfg := server.Config{Defaults: server.Limits{Sessions: clients + idleN + 16, SessionMemory: 256 << 20}}
+	cfg := server.Config{Defaults: server.Limits{Sessions: clients + idleN + 16, SessionMemory: 256 << 20},
+		Tenants: map[string]server.Limits{"pooled": {Pool: poolSize}}}
 	srv, err := server.New(ctx, server.Options{Data: filepath.Join(tmp, "data"), Config: cfg, Logger: quiet,
 		Backend: func(_ string, store sandbox.SnapshotStore) (sandbox.Client, error) {
 			return linux.New(linux.Options{StateDir: state, Snapshots: store, Logger: quiet})
@@ -117,6 +123,14 @@ func run(execN, createN, clients, perClient, idleN int) error {
 	if err != nil {
 		return err
 	}
+	_, ptok, err := srv.Registry().CreateKey("pooled")
+	if err != nil {
+		return err
+	}
+	overPool, err := remote.New(ctx, remote.Options{Server: "http://" + tln.Addr().String(), Token: ptok})
+	if err != nil {
+		return err
+	}
 
 	fmt.Printf("# agentbox serve against the library, native backend, %d CPUs, %s\n\n", runtime.NumCPU(), time.Now().UTC().Format(time.DateTime))
 	fmt.Println("| measurement | library | through the server | difference |")
@@ -125,6 +139,9 @@ func run(execN, createN, clients, perClient, idleN int) error {
 		return err
 	}
 	if err := benchCreate(ctx, lib, overUnix, createN); err != nil {
+		return err
+	}
+	if err := benchAcquire(ctx, lib, srv, overPool, acquireN); err != nil {
 		return err
 	}
 	if err := benchConcurrent(ctx, overUnix, clients, perClient); err != nil {
@@ -276,5 +293,63 @@ func benchIdle(ctx context.Context, over *remote.Client, n int) error {
 	after := heap()
 	per := float64(int64(after)-int64(before)) / float64(n)
 	fmt.Printf("| server memory per idle session (Go heap, N=%d; this process is server and client) | | %.1f KiB | |\n", n, per/1024)
+	return nil
+}
+
+// poolSize is how many sessions the pooled tenant keeps ready.
+const poolSize = 2
+
+// benchAcquire takes a session from a warm pool: in-process from a
+// pool.Pool over the library, and through the server from the pool of a
+// tenant whose config keeps one, over TCP loopback. Each round waits for
+// both pools to be full, so every acquire is a hit, as in a server whose
+// pool is sized for its load.
+func benchAcquire(ctx context.Context, lib sandbox.Client, srv *server.Server, over *remote.Client, n int) error {
+	var sp sandbox.Spec
+	sp.Policy.Resources.MemoryBytes = 256 << 20
+	lp, err := pool.New(lib, nil, pool.Template{Name: "bench", Spec: sp, Size: poolSize})
+	if err != nil {
+		return err
+	}
+	defer lp.Close(ctx)
+	full := func() error {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ls, ss := lp.Stats(), srv.PoolStats("pooled")
+			if len(ls) == 1 && ls[0].Ready == poolSize && len(ss) == 1 && ss[0].Ready == poolSize {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("acquire: the pools did not fill in a minute: library %+v, server %+v", ls, ss)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var l, r series
+	for range n {
+		for _, side := range []struct {
+			c  sandbox.Client
+			to *series
+		}{{lp, &l}, {over, &r}} {
+			if err := full(); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			s, err := side.c.Create(ctx, sp)
+			if err != nil {
+				return err
+			}
+			side.to.add(time.Since(t0))
+			if err := s.Close(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	ls, ss := lp.Stats()[0], srv.PoolStats("pooled")[0]
+	if ls.Miss > 0 || ss.Miss > 0 || ss.Hits != uint64(n) {
+		return fmt.Errorf("acquire: not every acquire was a hit: library %+v, server %+v", ls, ss)
+	}
+	fmt.Printf("| session acquire from a warm pool, p50 (N=%d), TCP loopback | %s | %s | %s |\n", n, ms(l.pct(.5)), ms(r.pct(.5)), diff(l.pct(.5), r.pct(.5)))
+	fmt.Printf("| session acquire from a warm pool, p99 | %s | %s | %s |\n", ms(l.pct(.99)), ms(r.pct(.99)), diff(l.pct(.99), r.pct(.99)))
 	return nil
 }
