@@ -222,8 +222,17 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, t *tenant)
 		l.rec.IdleTimeout = t.ttl(time.Duration(req.IdleTimeout))
 	}
 	rec := l.rec
+	sess := l.sess
 	l.mu.Unlock()
 	l.touch(now)
+	// A use of the session to its backend too, whose own idle timeout
+	// (Resources.IdleTimeout) may run inside the sandbox; a gone
+	// session has no backend session to tell.
+	if sess != nil {
+		if err := sandbox.Extend(r.Context(), sess); err != nil && !errors.Is(err, sandbox.ErrUnsupported) && !errors.Is(err, sandbox.ErrGone) {
+			return err
+		}
+	}
 	if err := s.reg.PutSession(rec); err != nil {
 		return err
 	}

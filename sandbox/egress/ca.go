@@ -16,9 +16,12 @@ import (
 )
 
 // caLifetime bounds how long the session CA (and so every leaf it signs)
-// is valid: a CA certificate copied out of a sandbox is worthless a day
-// later, and its key never leaves the proxy's memory anyway.
-const caLifetime = 24 * time.Hour
+// is valid: a CA certificate copied out of a sandbox is worthless a week
+// later, and its key never leaves the proxy's memory anyway. A week, not
+// a day, so that a long session (the server's default TTL is a day) does
+// not see its inspected hosts fail mid-run; a resumed session gets a new
+// CA anyway.
+const caLifetime = 7 * 24 * time.Hour
 
 // maxLeaves bounds the leaf cache; inspected hosts are few, but a
 // wildcard entry lets the sandbox pick names.

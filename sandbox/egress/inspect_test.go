@@ -460,3 +460,37 @@ func TestSecretsNeverGoOutInClearText(t *testing.T) {
 		t.Errorf("plain HTTP to the secret's host: %d %q, want no secret and the placeholder left as is", resp.StatusCode, body)
 	}
 }
+
+func TestTheSessionCAIsShortLivedAndSignsOnlyLeaves(t *testing.T) {
+	now := time.Now()
+	a, err := newAuthority(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.cert.IsCA || !a.cert.MaxPathLenZero || a.cert.NotAfter.After(now.Add(8*24*time.Hour)) {
+		t.Errorf("CA: IsCA %v, MaxPathLenZero %v, NotAfter %v", a.cert.IsCA, a.cert.MaxPathLenZero, a.cert.NotAfter)
+	}
+	leaf, err := a.leaf("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := a.leaf("api.example.com")
+	if leaf != again {
+		t.Errorf("the leaf is not cached")
+	}
+	cert, err := x509.ParseCertificate(leaf.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(a.cert)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: "api.example.com"}); err != nil {
+		t.Errorf("the leaf does not verify for its host: %v", err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: "other.example.com"}); err == nil {
+		t.Errorf("the leaf verifies for another host")
+	}
+	if cert.IsCA {
+		t.Errorf("a leaf is a CA")
+	}
+}

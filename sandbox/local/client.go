@@ -66,7 +66,7 @@ func New(opts Options) (*Client, error) {
 func (c *Client) Name() string { return "local" }
 
 // enforced are the only parts this backend enforces.
-var enforced = []sandbox.Part{sandbox.PartTimeout, sandbox.PartOutput}
+var enforced = []sandbox.Part{sandbox.PartTimeout, sandbox.PartOutput, sandbox.PartIdleTimeout}
 
 // Enforces lists the per-exec timeout and the output cap: nothing else.
 func (c *Client) Enforces() []sandbox.Part { return append([]sandbox.Part(nil), enforced...) }

@@ -132,8 +132,8 @@ func TestAllowWeakerWarnsOncePerSessionAndLogsEachPart(t *testing.T) {
 	if n := strings.Count(h.warn.String(), "confines NOTHING"); n != 2 {
 		t.Fatalf("a second session printed %d warnings in all, want 2", n)
 	}
-	if got := h.c.Enforces(); len(got) != 2 {
-		t.Fatalf("Enforces() = %v, want only timeout and output", got)
+	if got := h.c.Enforces(); len(got) != 3 {
+		t.Fatalf("Enforces() = %v, want only the timeouts (idle included) and output", got)
 	}
 }
 

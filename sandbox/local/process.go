@@ -157,6 +157,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 	if err == nil {
 		p.pgid = cmd.Process.Pid
 		s.procs[p] = struct{}{}
+		s.began()
 	}
 	s.mu.Unlock()
 	closeAll(childEnds)
@@ -240,6 +241,7 @@ func (p *process) setupTTY(req sandbox.ExecRequest) ([]*os.File, error) {
 // reap waits for the leader and records how it ended.
 func (p *process) reap() {
 	defer close(p.done)
+	defer p.s.ended()
 	err := p.cmd.Wait()
 	ps := p.cmd.ProcessState
 	if ps == nil {

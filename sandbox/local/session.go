@@ -34,6 +34,12 @@ type session struct {
 	expired  bool
 	deadline *time.Timer // session timeout
 	watches  wsfs.Watches
+	// The idle timeout (idle.go): idle ends the session once running,
+	// the commands started and not yet exited, stays 0 that long.
+	idle      *time.Timer
+	idleSince time.Time
+	running   int
+	idled     bool
 }
 
 func (c *Client) open(st sandbox.State, missing []sandbox.Part) (*session, error) {
@@ -68,6 +74,10 @@ func (c *Client) open(st sandbox.State, missing []sandbox.Part) (*session, error
 	// session: a resumed session gets the whole timeout again.
 	if t := st.Spec.Policy.Resources.SessionTimeout; t > 0 {
 		s.deadline = time.AfterFunc(t, s.expire)
+	}
+	if t := st.Spec.Policy.Resources.IdleTimeout; t > 0 {
+		s.idleSince = time.Now()
+		s.idle = time.AfterFunc(t, s.idleOut)
 	}
 	s.warn(missing)
 	c.track(s)
@@ -109,6 +119,8 @@ func (s *session) usable(op string) error {
 		return sandbox.Wrap("local: "+op, sandbox.ErrClosed, fmt.Errorf("session %s was stopped; resume it to run commands", s.st.ID))
 	case s.expired:
 		return sandbox.Wrap("local: "+op, sandbox.ErrTimeout, fmt.Errorf("session %s passed its timeout of %s", s.st.ID, s.st.Spec.Policy.Resources.SessionTimeout))
+	case s.idled:
+		return sandbox.Wrap("local: "+op, sandbox.ErrGone, fmt.Errorf("session %s ended after %s idle (its idle timeout)", s.st.ID, s.st.Spec.Policy.Resources.IdleTimeout))
 	}
 	return nil
 }
@@ -219,6 +231,9 @@ func (s *session) Stop(ctx context.Context) error {
 	if s.deadline != nil {
 		s.deadline.Stop()
 	}
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	procs := s.takeProcs()
 	s.mu.Unlock()
 	return killAll(procs, false)
@@ -235,6 +250,9 @@ func (s *session) Close(ctx context.Context) error {
 	s.closed = true
 	if s.deadline != nil {
 		s.deadline.Stop()
+	}
+	if s.idle != nil {
+		s.idle.Stop()
 	}
 	procs := s.takeProcs()
 	s.mu.Unlock()

@@ -150,6 +150,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, forkTests()...)
 	all = append(all, policyTests()...)
 	all = append(all, partTests()...)
+	all = append(all, idleTests()...)
 	all = append(all, ownershipTests()...)
 	return all
 }
