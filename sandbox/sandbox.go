@@ -162,6 +162,12 @@ type Spec struct {
 	// crash or a kill -9 included: its processes end and what it holds on
 	// the host is removed, with no garbage collection to run.
 	Detached bool `json:"detached,omitempty"`
+	// Ports are TCP ports on the sandbox's loopback that the host may
+	// connect to (a dev server, a notebook): through DialPort, `agentbox
+	// session forward`, or the server. Nothing else of the sandbox is
+	// reachable from outside, and the ports change nothing about what the
+	// sandbox may reach (Policy.Network still holds).
+	Ports []int `json:"ports,omitempty"`
 }
 
 // DefaultWorkdir is where the workspace appears inside a sandbox.

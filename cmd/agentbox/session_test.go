@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -376,5 +380,75 @@ func TestSessionForkCopiesTheWorkspaceAndHibernateSaysWhyNot(t *testing.T) {
 	_, stderr, code := e.run("session", "hibernate", fork)
 	if code != exitCode || !strings.Contains(strings.ToLower(stderr), "criu") || !strings.Contains(stderr, "session fork") {
 		t.Fatalf("session hibernate: exit %d, stderr %q; want a refusal naming why and the fork", code, stderr)
+	}
+}
+
+// session forward serves a session's exposed port on the host: a client
+// on the host reaches a server in the sandbox, and the sandbox's other
+// ports stay unreachable.
+func TestSessionForwardServesAnExposedPortOnTheHost(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create", "--port", "18765"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	e.ok("exec", "--session", id, "--", "sh", "-c", "echo served > page.txt; python3 -m http.server 18765 --bind 127.0.0.1 >/dev/null 2>&1 &")
+
+	_, stderr, code := e.run("session", "forward", id, "18766")
+	if code != exitCode || !strings.Contains(stderr, "port 18766 is not exposed") {
+		t.Fatalf("forward of a port not exposed: exit %d, stderr %q", code, stderr)
+	}
+
+	cmd := exec.Command(e.bin, "session", "forward", id, "18765", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fwdErr strings.Builder
+	cmd.Stderr = &fwdErr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("read the listening address: %v (stderr %q)", err, fwdErr.String())
+	}
+	addr := strings.TrimSpace(line)
+	var body []byte
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/page.txt")
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("GET through %s: %v (forward said %q)", addr, err, fwdErr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if string(body) != "served\n" {
+		t.Errorf("body through the forward = %q, want %q", body, "served\n")
+	}
+	// The sandbox's port itself is not on the host's loopback.
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:18765", time.Second); err == nil {
+		c.Close()
+		t.Errorf("127.0.0.1:18765 answers on the host without a forward")
+	}
+	// Ctrl-C ends the forward cleanly.
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("forward did not end on SIGINT")
 	}
 }

@@ -193,13 +193,14 @@ is left of sessions that died.`,
   agentbox exec --session "$id" -- make test
   agentbox exec --session "$id" --tty -- bash
   agentbox session pause "$id"; agentbox session unpause "$id"
+  id=$(agentbox session create --port 8000); agentbox session forward "$id" 8000
   agentbox session watch "$id" src
   fork=$(agentbox session fork "$id")
   id=$(agentbox session create --idle-timeout 10m); agentbox session extend "$id"
   agentbox session ls
   agentbox session rm "$id"`,
 	}
-	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch(), a.sessionExtend(), a.sessionFork(), a.sessionHibernate())
+	cmd.AddCommand(a.sessionCreate(), a.sessionLs(), a.sessionRm(), a.sessionState(), a.sessionPause(true), a.sessionPause(false), a.sessionWatch(), a.sessionExtend(), a.sessionFork(), a.sessionHibernate(), a.sessionForward())
 	return cmd
 }
 
@@ -209,6 +210,7 @@ func (a *App) sessionCreate() *cobra.Command {
 		timeout time.Duration
 		idle    time.Duration
 		asJSON  bool
+		ports   []int
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
@@ -226,6 +228,7 @@ func (a *App) sessionCreate() *cobra.Command {
 				return Failf("session create: --timeout %s: must be positive (0 means no limit)", timeout)
 			}
 			spec.Policy.Resources.ExecTimeout = timeout
+			spec.Ports = ports
 			if idle < 0 {
 				return Failf("session create: --idle-timeout %s: must be positive (0 means none)", idle)
 			}
@@ -280,6 +283,7 @@ func (a *App) sessionCreate() *cobra.Command {
 	fl.DurationVar(&timeout, "timeout", 0, "wall-clock limit of each command run in the session (`DURATION`; a command may ask for less, never more)")
 	fl.DurationVar(&idle, "idle-timeout", 0, "end the session once no command has run in it, nor 'session extend' been asked, for `DURATION` (paused time does not count)")
 	fl.BoolVar(&asJSON, "json", false, "print the session's state (JSON) instead of its id")
+	fl.IntSliceVar(&ports, "port", nil, "expose `PORT` on the sandbox's loopback to the host through 'session forward' (repeatable)")
 	return cmd
 }
 

@@ -43,6 +43,9 @@ func (c *Client) normalize(spec sandbox.Spec) (sandbox.Spec, error) {
 		return spec, sandbox.Errorf(sandbox.ErrInvalid, "docker: workdir %q must be an absolute path below /", spec.Workdir)
 	}
 	spec.Workdir = path.Clean(spec.Workdir)
+	if err := sandbox.CheckPorts(spec.Ports); err != nil {
+		return spec, sandbox.Wrap("docker: create", sandbox.ErrInvalid, err)
+	}
 	if spec.Image == "" {
 		spec.Image = c.opts.Image
 	}

@@ -276,6 +276,9 @@ func (c *Client) prepareHost(ctx context.Context, st *sandbox.State, h *handles,
 // anything is started.
 func (c *Client) checkSpec(spec *sandbox.Spec) error {
 	const op = "linux: create"
+	if err := sandbox.CheckPorts(spec.Ports); err != nil {
+		return sandbox.Wrap(op, sandbox.ErrInvalid, err)
+	}
 	if spec.Image != "" {
 		return sandbox.Errorf(sandbox.ErrInvalid, "linux: image %q: the linux backend runs the host's own tools and takes no image (--image is for the docker backend)", spec.Image)
 	}

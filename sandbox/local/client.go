@@ -198,6 +198,9 @@ func (c *Client) admit(spec sandbox.Spec) ([]sandbox.Part, error) {
 	if _, err := parseUser(spec.User); err != nil {
 		return nil, err
 	}
+	if err := sandbox.CheckPorts(spec.Ports); err != nil {
+		return nil, sandbox.Wrap("local: create", sandbox.ErrInvalid, err)
+	}
 	missing, err := sandbox.Check(c.Name(), enforced, spec.Policy, spec.AllowWeaker, c.log)
 	if err != nil {
 		return nil, err

@@ -99,6 +99,7 @@ func TestConformanceOverTheLinuxBackend(t *testing.T) {
 	sv := serve(t, linuxBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
+		sandboxtest.NoPorts("the server has no port route yet"),
 		sandboxtest.NoWatch("the server has no watch route"))
 }
 
@@ -120,5 +121,6 @@ func TestConformanceOverTheDockerBackend(t *testing.T) {
 	sv := serve(t, dockerBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
+		sandboxtest.NoPorts("the server has no port route yet"),
 		sandboxtest.NoWatch("the server has no watch route"))
 }

@@ -48,6 +48,9 @@ const (
 	// not claim it must refuse them with sandbox.ErrUnsupported, which
 	// the pause tests then check instead of skipping.
 	CapPause Capability = "pause"
+	// CapPorts: exposed ports reached with sandbox.DialPort. A backend
+	// that cannot (NoPorts) must refuse DialPort with ErrUnsupported.
+	CapPorts Capability = "ports"
 	// CapWatch: Watch (sandbox.Watcher). A backend that does not claim
 	// it must refuse it with sandbox.ErrUnsupported, which the watch
 	// tests then check instead of skipping.
@@ -90,6 +93,10 @@ func SkipResume(reason ...string) Option { return Skip(CapResume, why(reason, "n
 // NoPause says the backend cannot pause on this host: the pause tests
 // check that Pause is refused with sandbox.ErrUnsupported.
 func NoPause(reason string) Option { return Skip(CapPause, reason) }
+
+// NoPorts says the backend cannot reach a session's exposed ports: the
+// port tests check that DialPort is refused with sandbox.ErrUnsupported.
+func NoPorts(reason string) Option { return Skip(CapPorts, reason) }
 
 // NoWatch says the backend cannot watch a workspace: the watch tests
 // check that Watch is refused with sandbox.ErrUnsupported.
@@ -146,6 +153,7 @@ func (s *suite) tests() []testCase {
 	all = append(all, ptyTests()...)
 	all = append(all, lifecycleTests()...)
 	all = append(all, pauseTests()...)
+	all = append(all, portTests()...)
 	all = append(all, watchTests()...)
 	all = append(all, forkTests()...)
 	all = append(all, policyTests()...)

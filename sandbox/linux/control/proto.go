@@ -21,7 +21,7 @@ import (
 
 // Request is what a client sends to the init.
 type Request struct {
-	// Op is OpExec, OpKill, OpInfo, OpListen or OpExtend.
+	// Op is OpExec, OpKill, OpInfo, OpListen, OpConnect or OpExtend.
 	Op string `json:"op"`
 	// Exec fields.
 	Cmd []string `json:"cmd,omitempty"`
@@ -32,7 +32,8 @@ type Request struct {
 	// command's whole tree: the limit holds inside the sandbox, whatever
 	// becomes of the client that asked.
 	Timeout int64 `json:"timeout,omitempty"`
-	// Port is the loopback port OpListen asks for (0: any).
+	// Port is the loopback port OpListen asks for (0: any), or the one
+	// OpConnect connects to.
 	Port int `json:"port,omitempty"`
 	// CACert, with OpListen, is the egress proxy's session CA (PEM): the
 	// init writes the sandbox's system bundle followed by it to
@@ -55,6 +56,10 @@ const (
 	// OpListen asks for a TCP listener on the sandbox's 127.0.0.1 (the
 	// egress proxy's); the Reply carries its descriptor.
 	OpListen = "listen"
+	// OpConnect asks the init to connect to a port on the sandbox's
+	// 127.0.0.1 (an exposed port); the Reply carries the connected
+	// socket, or NotFound when nothing listens there.
+	OpConnect = "connect"
 	// OpExtend is a use of the session and nothing else: the idle
 	// timeout starts again (sandbox.Extend).
 	OpExtend = "extend"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -100,6 +101,9 @@ func (st *initState) handle(c *net.UnixConn) {
 			}
 		}
 		st.listen(c, req.Port)
+	case control.OpConnect:
+		control.CloseAll(files)
+		st.connect(c, req.Port)
 	case control.OpExec:
 		st.exec(c, req, files)
 	default:
@@ -122,6 +126,31 @@ func (st *initState) listen(c *net.UnixConn, port int) {
 	}
 	defer ln.Close()
 	f, err := ln.File()
+	if err != nil {
+		_ = control.Send(c, control.Reply{Error: err.Error()})
+		return
+	}
+	defer f.Close()
+	_ = control.Send(c, control.Reply{}, f)
+}
+
+// connect connects to port on the sandbox's loopback and sends the
+// connected socket: the client relays an exposed port from outside the
+// sandbox with it. The client checked the port against the spec; the
+// init connects only to its own 127.0.0.1, so nothing beyond the
+// sandbox's loopback is reached this way whatever a client asks.
+func (st *initState) connect(c *net.UnixConn, port int) {
+	if port < 1 || port > 65535 {
+		_ = control.Send(c, control.Reply{Error: fmt.Sprintf("port %d out of range", port)})
+		return
+	}
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	if err != nil {
+		_ = control.Send(c, control.Reply{Error: err.Error(), NotFound: errors.Is(err, unix.ECONNREFUSED)})
+		return
+	}
+	defer conn.Close()
+	f, err := conn.(*net.TCPConn).File()
 	if err != nil {
 		_ = control.Send(c, control.Reply{Error: err.Error()})
 		return
