@@ -17,8 +17,9 @@ setup:
 	bash scripts/setup.sh
 
 # demo runs the main job: the reconciliation agent, offline (scripted model),
-# in the native Linux sandbox, and promotes its checked report.
-demo: setup build
+# in the native Linux sandbox, and promotes its checked report (setup builds
+# bin/ already).
+demo: setup
 	bash scripts/demo.sh "$(DEMO_OUT)"
 
 vet:

@@ -28,6 +28,9 @@ flags=(-trimpath -ldflags "-s -w")
 # copied into place, most likely for how the page cache holds each
 # (large folios for a file written with write(2)): bench/README.md has
 # the figures.
+# A first build compiles every dependency (a few minutes on a small
+# machine): say so, or make demo looks stuck.
+echo "build: bin/agentbox, bin/agentbox-full, bin/agentbox-init (a first build takes minutes)" >&2
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 go build "${flags[@]}" -o "$scratch/" ./cmd/agentbox ./cmd/agentbox-full ./cmd/agentbox-init

@@ -145,6 +145,14 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 			if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "agentbox: ") || !strings.Contains(msg, tt.want) {
 				t.Errorf("stderr = %q, want one line starting with \"agentbox: \" that mentions %q", msg, tt.want)
 			}
+			// A layer that wraps an error its callee already prefixed
+			// says the same thing twice ("egress: egress: ...").
+			parts := strings.Split(msg, ": ")
+			for i := 1; i < len(parts); i++ {
+				if parts[i] == parts[i-1] {
+					t.Errorf("stderr = %q says %q twice in a row", msg, parts[i])
+				}
+			}
 			if added := probe.added(); len(added) > 0 {
 				t.Errorf("left behind: %v", added)
 			}

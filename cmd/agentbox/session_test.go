@@ -359,6 +359,26 @@ func TestASessionWithAnIdleTimeoutEndsIdleAndExtendPutsItOff(t *testing.T) {
 	}
 }
 
+// extend of a session without an idle timeout succeeds but says it
+// changes nothing, so no one believes it lengthened the session's life.
+func TestExtendSaysWhenASessionHasNoIdleTimeout(t *testing.T) {
+	e := newSessionEnv(t)
+	id := strings.TrimSpace(e.ok("session", "create", "--timeout", "60s"))
+	t.Cleanup(func() { e.run("session", "rm", id) })
+	stdout, stderr, code := e.run("session", "extend", id)
+	if code != 0 || strings.TrimSpace(stdout) != id {
+		t.Fatalf("extend: exit %d, stdout %q, stderr %q; want 0 and the id", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "has no idle timeout") {
+		t.Fatalf("extend of a session without an idle timeout said %q; want it to say it changes nothing", stderr)
+	}
+	idle := strings.TrimSpace(e.ok("session", "create", "--idle-timeout", "1m"))
+	t.Cleanup(func() { e.run("session", "rm", idle) })
+	if _, stderr, _ := e.run("session", "extend", idle); strings.Contains(stderr, "no idle timeout") {
+		t.Fatalf("extend of a session with an idle timeout warned: %q", stderr)
+	}
+}
+
 func TestSessionForkCopiesTheWorkspaceAndHibernateSaysWhyNot(t *testing.T) {
 	e := newSessionEnv(t)
 	store := t.TempDir()

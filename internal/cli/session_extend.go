@@ -32,6 +32,12 @@ agentbox that made it.`,
 					errs = append(errs, fmt.Errorf("%s: %w", id, err))
 					continue
 				}
+				// Extend of a session without an idle timeout succeeds
+				// (there is nothing to put off), but a user who expected
+				// it to lengthen the session's life is told why not.
+				if sess.State().Spec.Policy.Resources.IdleTimeout <= 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: session %s has no idle timeout, so extend changes nothing (only 'session create --idle-timeout' sets one; its --timeout is per command)\n", id)
+				}
 				fmt.Fprintln(cmd.OutOrStdout(), id)
 			}
 			if len(errs) > 0 {

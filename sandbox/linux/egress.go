@@ -35,7 +35,7 @@ func (s *session) startEgress(np sandbox.NetworkPolicy) error {
 		Logger: s.c.log.With("session", s.st.ID),
 	})
 	if err != nil {
-		return fmt.Errorf("egress: %w", err)
+		return err // egress.New's errors already say "egress:"
 	}
 	// The init writes the trust bundle before it hands over the
 	// listener: no command can start before the sandbox trusts the CA.
