@@ -92,7 +92,7 @@ func TestEveryPolicyLimitIsClassified(t *testing.T) {
 		"ExecTimeout": "exec_command's timeout_ms and the Shell's Timeout and MaxTimeout",
 		"OutputBytes": "exec_command's and write_stdin's max_output_tokens",
 	}
-	sessionOnly := map[string]bool{"MemoryBytes": true, "Pids": true, "CPUs": true, "DiskBytes": true, "SessionTimeout": true}
+	sessionOnly := map[string]bool{"MemoryBytes": true, "Pids": true, "CPUs": true, "DiskBytes": true, "SessionTimeout": true, "IdleTimeout": true}
 	rt := reflect.TypeOf(sandbox.Resources{})
 	for i := range rt.NumField() {
 		name := rt.Field(i).Name

@@ -81,6 +81,9 @@ type SessionRecord struct {
 	// Gone is set when the sandbox was found dead (a restart, a kill from
 	// outside); the row stays until the tenant deletes it.
 	Gone bool `json:"gone,omitempty"`
+	// Workspace is the directory the server made for the session's
+	// manifest, removed with the row.
+	Workspace string `json:"server_workspace,omitempty"`
 }
 
 func (r *Registry) put(bucket, key []byte, v any) error {

@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
 	"github.com/agentbox/agentbox/trace"
@@ -123,15 +126,78 @@ func (s *Server) create(ctx context.Context, t *tenant, req api.CreateSession) (
 	if sp.Snapshot != "" {
 		how = "create from snapshot " + sp.Snapshot
 	}
-	return s.start(ctx, t, how, sp, time.Duration(req.TTL), time.Duration(req.IdleTimeout), func(ctx context.Context) (sandbox.Session, error) {
+	var owned string
+	if req.Manifest != nil {
+		ws, err := s.materialize(ctx, t, req.Manifest, &sp)
+		if err != nil {
+			return nil, err
+		}
+		owned, how = ws, "create from a manifest"
+	}
+	l, err := s.start(ctx, t, how, sp, owned, time.Duration(req.TTL), time.Duration(req.IdleTimeout), func(ctx context.Context) (sandbox.Session, error) {
 		return t.client.Create(ctx, sp)
 	})
+	if err != nil && owned != "" {
+		_ = os.RemoveAll(owned)
+	}
+	return l, err
+}
+
+// materialize writes an untrusted manifest into a workspace the server
+// makes under the tenant's directory and points sp at it (its mounts,
+// environment, user and workdir included). The manifest's host sources
+// must lie under the tenant's host base (none at all when there is
+// none), and it may carry no grants: Validate refuses both, with every
+// problem named, before anything is written.
+func (s *Server) materialize(ctx context.Context, t *tenant, m *manifest.Manifest, sp *sandbox.Spec) (string, error) {
+	if sp.Workspace != "" || sp.Snapshot != "" {
+		return "", sandbox.Errorf(sandbox.ErrInvalid, "manifest: the server makes the workspace a manifest fills; leave spec.workspace and spec.snapshot empty")
+	}
+	opts := manifest.ValidateOptions{Base: t.limits.HostBase}
+	if err := m.Validate(opts); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(s.opts.Data, "tenants", t.name, "workspaces")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	ws, err := os.MkdirTemp(dir, "ws-")
+	if err != nil {
+		return "", err
+	}
+	// Entered by the sandbox's ids, which the backend maps to the
+	// workspace's owner (the server's).
+	if err := os.Chmod(ws, 0o755); err != nil {
+		os.RemoveAll(ws)
+		return "", err
+	}
+	uid, gid, err := manifest.OwnerOf(ws)
+	if err == nil {
+		var mat *manifest.Materialized
+		mat, err = m.Materialize(ctx, ws, manifest.MaterializeOptions{Base: opts.Base, UID: uid, GID: gid})
+		if err == nil {
+			sp.Workspace = ws
+			sp.Workdir = m.EffectiveRoot()
+			sp.Mounts = append(mat.Mounts, sp.Mounts...)
+			env := maps.Clone(mat.Env)
+			maps.Copy(env, sp.Env)
+			sp.Env = env
+			if sp.User == "" {
+				sp.User = mat.User
+			}
+		}
+	}
+	if err != nil {
+		os.RemoveAll(ws)
+		return "", err
+	}
+	return ws, nil
 }
 
 // start runs make within the tenant's quota for a session of spec sp and
 // registers what it made. Nothing is left when it fails: the quota is
 // given back, and a session that cannot be registered is closed.
-func (s *Server) start(ctx context.Context, t *tenant, how string, sp sandbox.Spec, ttl, idle time.Duration, make func(context.Context) (sandbox.Session, error)) (*live, error) {
+func (s *Server) start(ctx context.Context, t *tenant, how string, sp sandbox.Spec, owned string, ttl, idle time.Duration, make func(context.Context) (sandbox.Session, error)) (*live, error) {
 	t.mu.Lock()
 	err := t.reserveLocked(sp)
 	t.mu.Unlock()
@@ -152,7 +218,7 @@ func (s *Server) start(ctx context.Context, t *tenant, how string, sp sandbox.Sp
 	if idle <= 0 {
 		idle = t.limits.IdleTimeout
 	}
-	rec := SessionRecord{Tenant: t.name, State: sess.State(), CreatedAt: now, IdleTimeout: idle}
+	rec := SessionRecord{Tenant: t.name, State: sess.State(), CreatedAt: now, IdleTimeout: idle, Workspace: owned}
 	if d := t.ttl(ttl); d > 0 {
 		rec.ExpiresAt = now.Add(d)
 	}
@@ -192,7 +258,15 @@ func (s *Server) deleteSession(ctx context.Context, t *tenant, l *live, why stri
 	t.mu.Lock()
 	delete(t.sessions, st.ID)
 	t.mu.Unlock()
-	return s.reg.DeleteSession(t.name, st.ID)
+	if err := s.reg.DeleteSession(t.name, st.ID); err != nil {
+		return err
+	}
+	if l.rec.Workspace != "" {
+		// The manifest's workspace, made by the server: the backend
+		// never owned it.
+		return os.RemoveAll(l.rec.Workspace)
+	}
+	return nil
 }
 
 // stop ends l's processes, keeping its workspace and snapshot for a
@@ -226,7 +300,7 @@ func (s *Server) rebuild(ctx context.Context, t *tenant, l *live) (*live, error)
 	}
 	sp := st.Spec
 	sp.Snapshot = st.Snapshot
-	nl, err := s.start(ctx, t, "rebuild of "+st.ID, sp, time.Until(l.rec.ExpiresAt), l.rec.IdleTimeout, func(ctx context.Context) (sandbox.Session, error) {
+	nl, err := s.start(ctx, t, "rebuild of "+st.ID, sp, l.rec.Workspace, time.Until(l.rec.ExpiresAt), l.rec.IdleTimeout, func(ctx context.Context) (sandbox.Session, error) {
 		return t.client.Rebuild(ctx, st)
 	})
 	if err != nil {

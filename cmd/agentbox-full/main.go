@@ -7,6 +7,7 @@ import (
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/cli/dockercli"
 	"github.com/agentbox/agentbox/internal/cli/harness"
+	"github.com/agentbox/agentbox/internal/cli/kubecli"
 	"github.com/agentbox/agentbox/internal/cli/mcpcli"
 	"github.com/agentbox/agentbox/internal/cli/servecli"
 )
@@ -18,6 +19,7 @@ func main() {
 	a.Add(cli.Exec, cli.Session, cli.Snapshot, cli.GCCommand, cli.Backends)
 	harness.Register(a)
 	dockercli.Register(a)
+	kubecli.Register(a)
 	mcpcli.Register(a)
 	servecli.Register(a)
 	a.Main()

@@ -120,7 +120,7 @@ func TestExecBadInputFailsWithOneLineAndLeavesNothingBehind(t *testing.T) {
 		{"a snapshot that does not exist", []string{"exec", "--store", dir + "/store", "--snapshot", "0123456789ab", "--", "true"}, "not found"},
 		{"a URL where a host name belongs", []string{"exec", "--network", "http://pypi.org", "--", "true"}, "give the host name alone (pypi.org)"},
 		{"a mount onto a mount root itself", []string{"exec", "--ro", dir + ":/data", "--", "true"}, "mount at a directory under it, such as /data/NAME"},
-		{"a misspelt backend", []string{"exec", "--backend", "dokcer", "--", "true"}, `did you mean "docker"? (choose one of docker, linux, local, remote)`},
+		{"a misspelt backend", []string{"exec", "--backend", "dokcer", "--", "true"}, `did you mean "docker"? (choose one of docker, kube, linux, local, remote)`},
 		{"a terminal asked for with a pipe on stdin, which could never end", []string{"exec", "--tty", "--", "python3", "-q"}, "--tty needs a terminal on stdin"},
 		{"an image for the native backend", []string{"exec", "--image", "python:3", "--", "true"}, "takes no image"},
 		{"a credential for a host the allow-list does not admit", []string{"exec", "--network", "a.example.com", "--credential", "b.example.com=bearer:env:HOME", "--", "true"}, "the allow-list (a.example.com) does not admit it"},

@@ -54,6 +54,15 @@ type BackendOptions struct {
 	// Server is the agentbox serve address of the remote backend
 	// (--server); empty: $AGENTBOX_SERVER.
 	Server string
+	// Kube are the kube backend's cluster options.
+	Kube KubeOptions
+}
+
+// KubeOptions say where the kube backend's sessions run: --kubeconfig
+// (empty: $KUBECONFIG, then ~/.kube/config), --namespace (empty: the
+// kubeconfig's) and --runtime-class (empty: the node's default runtime).
+type KubeOptions struct {
+	Kubeconfig, Namespace, RuntimeClass string
 }
 
 // Backend makes a backend's client.

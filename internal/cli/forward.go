@@ -49,7 +49,7 @@ var Catalog = []Entry{
 }
 
 // CatalogBackends are the backends that only agentbox-full links.
-var CatalogBackends = []string{"docker", "remote"}
+var CatalogBackends = []string{"docker", "kube", "remote"}
 
 // ForwardCatalog makes a's program run the Catalog's commands and
 // backends in agentbox-full.

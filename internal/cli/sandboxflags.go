@@ -17,6 +17,7 @@ type sandboxFlags struct {
 	workspace workspaceFlags
 	backend   string
 	server    string
+	kube      KubeOptions
 	verbose   bool
 }
 
@@ -37,8 +38,9 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.allowWeaker, "allow-weaker", false, "run even if the backend cannot enforce parts of the policy (each is logged)")
 	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
 	fl.StringSliceVar(&f.caches, "cache", nil, toolcache.FlagUsage())
-	fl.StringVar(&sf.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, remote (an agentbox serve; see --server), or local (confines NOTHING; development only)")
+	fl.StringVar(&sf.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, kube (a Pod on a Kubernetes cluster; see --kubeconfig), remote (an agentbox serve; see --server), or local (confines NOTHING; development only)")
 	fl.StringVar(&sf.server, "server", "", "the agentbox serve `ADDR` of --backend remote: http(s)://HOST:PORT or unix:PATH (default $AGENTBOX_SERVER; the API key is $AGENTBOX_TOKEN)")
+	RegisterKubeFlags(fl, &sf.kube)
 	fl.BoolVarP(&sf.verbose, "verbose", "v", false, "log what the backend does")
 	fl.StringVar(&wf.manifest, "manifest", "", "workspace manifest (`FILE`, YAML or JSON) materialized before the command runs")
 	fl.StringVar(&wf.snapshot, "snapshot", "", "seed the workspace from snapshot `ID` (agentbox snapshot ls)")
@@ -46,9 +48,16 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&wf.store, "store", datadir.Snapshots(), "snapshot store `DIR`")
 }
 
+// RegisterKubeFlags adds the kube backend's cluster flags to fl.
+func RegisterKubeFlags(fl *pflag.FlagSet, k *KubeOptions) {
+	fl.StringVar(&k.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` of --backend kube (default $KUBECONFIG, then ~/.kube/config)")
+	fl.StringVar(&k.Namespace, "namespace", "", "namespace of --backend kube's Pods (`NAME`; default the kubeconfig's)")
+	fl.StringVar(&k.RuntimeClass, "runtime-class", "", "RuntimeClass of --backend kube's Pods (`NAME`, e.g. gvisor or kata; default the node's runtime)")
+}
+
 // shaping are the names of the flags that shape a new sandbox.
 var shaping = []string{"workspace", "ro", "rw", "network", "inspect", "rule", "credential", "memory", "pids", "cpus", "disk", "env", "user",
-	"allow-weaker", "image", "cache", "backend", "server", "manifest", "snapshot", "save-snapshot", "store"}
+	"allow-weaker", "image", "cache", "backend", "server", "kubeconfig", "namespace", "runtime-class", "manifest", "snapshot", "save-snapshot", "store"}
 
 // localOnly are the shaping flags that name this host's files, which a
 // remote backend's server cannot read.
@@ -85,6 +94,7 @@ func (sf *sandboxFlags) changed(fl *pflag.FlagSet) []string {
 // backendOptions are the options the backend is opened with.
 func (sf *sandboxFlags) backendOptions(pw *preparedWorkspace) BackendOptions {
 	bo := stderrBackendOptions(sf.verbose, sf.exec.image, sf.server)
+	bo.Kube = sf.kube
 	if pw.store != nil {
 		bo.Snapshots = pw.store
 	}

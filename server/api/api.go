@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -24,6 +25,13 @@ type CreateSession struct {
 	// for: a host workspace or mount outside the tenant's base, host
 	// network, a policy above the tenant's ceiling.
 	Spec sandbox.Spec `json:"spec"`
+	// Manifest, when set, is what the session's workspace starts with
+	// (files, directories, git checkouts, read-only mounts; the schema of
+	// agentbox exec --manifest). It is untrusted: it carries no grants,
+	// and its host sources lie under the tenant's host base or are
+	// refused. The server makes the workspace and removes it with the
+	// session, so Spec.Workspace and Spec.Snapshot must be empty.
+	Manifest *manifest.Manifest `json:"manifest,omitempty"`
 	// TTL ends the session this long after its creation; zero takes the
 	// tenant's default.
 	TTL Duration `json:"ttl,omitempty"`

@@ -37,6 +37,7 @@ type serveFlags struct {
 	data        string
 	backend     string
 	image       string
+	kube        cli.KubeOptions
 	config      string
 	closeOnExit bool
 	grace       time.Duration
@@ -78,7 +79,8 @@ Example:
 	fl.StringVar(&f.listen.KeyFile, "tls-key", "", "TLS private key `FILE` (PEM) for a TCP address")
 	fl.BoolVar(&f.listen.Insecure, "insecure", false, "allow plain TCP on an address other than loopback (API keys travel in the clear)")
 	fl.StringVar(&f.data, "data", defaultData(), "data `DIR`: the registry and the tenants' snapshots")
-	fl.StringVar(&f.backend, "backend", "linux", "sandbox backend the sessions run on: linux or docker")
+	fl.StringVar(&f.backend, "backend", "linux", "sandbox backend the sessions run on: linux, docker or kube")
+	cli.RegisterKubeFlags(fl, &f.kube)
 	fl.StringVar(&f.image, "image", "", "root filesystem image (docker backend)")
 	fl.StringVar(&f.config, "config", "", "configuration `FILE` (YAML): per-tenant limits")
 	fl.BoolVar(&f.closeOnExit, "close-on-exit", false, "delete every session when the server stops, instead of leaving them for the next server")
@@ -90,7 +92,7 @@ Example:
 
 func serve(ctx context.Context, a *cli.App, f serveFlags) error {
 	if f.backend == "remote" || f.backend == "local" {
-		return cli.Failf("serve: --backend %s: the server serves confining backends only (linux, docker)", f.backend)
+		return cli.Failf("serve: --backend %s: the server serves confining backends only (linux, docker, kube)", f.backend)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	var cfg server.Config
@@ -108,7 +110,7 @@ func serve(ctx context.Context, a *cli.App, f serveFlags) error {
 	s, err := server.New(ctx, server.Options{
 		Data: f.data, Config: cfg, Logger: log,
 		Backend: func(tenant string, store sandbox.SnapshotStore) (sandbox.Client, error) {
-			return a.OpenBackend(f.backend, cli.BackendOptions{Snapshots: store, Logger: log.With("tenant", tenant), Image: f.image, Warn: os.Stderr})
+			return a.OpenBackend(f.backend, cli.BackendOptions{Snapshots: store, Logger: log.With("tenant", tenant), Image: f.image, Kube: f.kube, Warn: os.Stderr})
 		},
 	})
 	if err != nil {

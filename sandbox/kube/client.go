@@ -1,0 +1,189 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// Name is the backend's name in State and on the command line.
+const Name = "kube"
+
+// DefaultImage is the image of a Spec that names none: the docker
+// backend's base image, imported into the cluster's runtime.
+const DefaultImage = "agentbox/base:latest"
+
+// Options configure a Client.
+type Options struct {
+	// Kubeconfig is the kubeconfig file; empty means $KUBECONFIG, then
+	// ~/.kube/config, then the in-cluster service account.
+	Kubeconfig string
+	// Namespace holds the sessions' Pods; empty means the kubeconfig's
+	// namespace, else "default".
+	Namespace string
+	// RuntimeClass, when set, is every Pod's runtimeClassName (gVisor,
+	// Kata): the cluster must have it.
+	RuntimeClass string
+	// Image is the default image when a Spec names none; default
+	// DefaultImage.
+	Image string
+	// NetworkPolicyEnforced says the operator knows that the cluster
+	// enforces NetworkPolicies (a CNI or a controller that implements
+	// them). Only then does the backend claim network.none, which it
+	// implements as a deny-all policy. The API cannot tell.
+	NetworkPolicyEnforced bool
+	// Snapshots stores workspace snapshots; it must also import tar
+	// streams (snapshot.Store does). Nil disables Session.Snapshot and
+	// seeding from a snapshot.
+	Snapshots sandbox.SnapshotStore
+	// Logger receives warnings (weakened policy parts) and debug events.
+	Logger *slog.Logger
+}
+
+// Client is the Kubernetes backend: each session is one Pod.
+type Client struct {
+	cs     kubernetes.Interface
+	rest   *rest.Config
+	opts   Options
+	ns     string
+	log    *slog.Logger
+	server string
+	// version is the API server's version, for Cluster.
+	version string
+}
+
+// New loads the kubeconfig, connects to the API server and checks that it
+// answers; one that does not is ErrUnavailable naming the server.
+func New(opts Options) (*Client, error) {
+	if opts.Image == "" {
+		opts.Image = DefaultImage
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if opts.Kubeconfig != "" {
+		rules.ExplicitPath = opts.Kubeconfig
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, sandbox.Wrap("kube: load kubeconfig", sandbox.ErrUnavailable, fmt.Errorf("%s: %w", describeKubeconfig(opts.Kubeconfig), err))
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		if ns, _, err = loader.Namespace(); err != nil || ns == "" {
+			ns = "default"
+		}
+	}
+	cfg.UserAgent = "agentbox"
+	// Sessions open many short exec streams: keep client-side throttling
+	// out of the figures (the API server has its own fairness).
+	cfg.QPS, cfg.Burst = 200, 400
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, sandbox.Wrap("kube: client", sandbox.ErrInvalid, err)
+	}
+	c := &Client{cs: cs, rest: cfg, opts: opts, ns: ns, log: log, server: cfg.Host}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return nil, &sandbox.Error{Op: "kube: connect", Kind: sandbox.ErrUnavailable, Retryable: true,
+			Err: fmt.Errorf("API server %s (%s) does not answer: %w", c.server, describeKubeconfig(opts.Kubeconfig), err)}
+	}
+	c.version = versionOf(v)
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
+		return nil, sandbox.Wrap("kube: namespace "+ns, kindOf(err), err)
+	}
+	return c, nil
+}
+
+func describeKubeconfig(path string) string {
+	if path != "" {
+		return "kubeconfig " + path
+	}
+	return "kubeconfig from $KUBECONFIG or ~/.kube/config"
+}
+
+// kindOf maps API errors to sandbox kinds.
+func kindOf(err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return sandbox.ErrNotFound
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err):
+		return sandbox.ErrInvalid
+	case apierrors.IsServiceUnavailable(err), apierrors.IsTimeout(err), apierrors.IsServerTimeout(err),
+		errors.Is(err, context.DeadlineExceeded):
+		return sandbox.ErrUnavailable
+	}
+	return nil
+}
+
+// Name is "kube".
+func (c *Client) Name() string { return Name }
+
+// Namespace is where this client's sessions live.
+func (c *Client) Namespace() string { return c.ns }
+
+// Cluster describes the API server New connected to, for logs and
+// agentbox backends.
+func (c *Client) Cluster() string {
+	return fmt.Sprintf("kubernetes %s at %s, namespace %s", c.version, c.server, c.ns)
+}
+
+// Enforces lists the parts a Pod enforces on any conforming cluster:
+// filesystem isolation (the image's root, read-only, plus the emptyDir
+// workspace), process isolation (the Pod's pid namespace), identity (a
+// non-root uid, no capabilities, no privilege escalation, the runtime's
+// default seccomp profile), memory and cpu (container limits), disk (the
+// workspace is a tmpfs emptyDir of the asked size), timeouts (the command's
+// session killed through exec; the session's by activeDeadlineSeconds) and
+// the output cap. network.none only with Options.NetworkPolicyEnforced.
+// Not pids (a per-node kubelet setting), read-only or deny paths, nor the
+// egress allow-list.
+func (c *Client) Enforces() []sandbox.Part {
+	parts := []sandbox.Part{
+		sandbox.PartFilesystem, sandbox.PartProcesses, sandbox.PartIdentity,
+		sandbox.PartMemory, sandbox.PartCPU, sandbox.PartDisk,
+		sandbox.PartTimeout, sandbox.PartOutput,
+	}
+	if c.opts.NetworkPolicyEnforced {
+		parts = append(parts, sandbox.PartNetworkNone)
+	}
+	return parts
+}
+
+// Close releases the client; sessions keep running.
+func (c *Client) Close() error { return nil }
+
+// Notes say how the parts are enforced on the cluster this client sees,
+// and which are not, for agentbox backends.
+func (c *Client) Notes() []string {
+	notes := []string{c.Cluster()}
+	if c.opts.RuntimeClass != "" {
+		notes = append(notes, "runtime class "+c.opts.RuntimeClass+" (the cluster's RuntimeClass object says which runtime)")
+	} else {
+		notes = append(notes, "no runtime class: the node's default runtime (runc shares the node's kernel)")
+	}
+	if c.opts.NetworkPolicyEnforced {
+		notes = append(notes, "network.none: a deny-all NetworkPolicy, which the operator says the cluster enforces")
+	} else {
+		notes = append(notes, "network.none not claimed: a deny-all NetworkPolicy is written, but nothing confirms the cluster enforces it")
+	}
+	notes = append(notes,
+		"resources.disk: the workspace is a memory-backed emptyDir of the asked size (counted toward memory)",
+		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny, network.allowlist; a host workspace or mount is refused")
+	return notes
+}

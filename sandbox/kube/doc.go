@@ -1,0 +1,32 @@
+// Package kube is agentbox's Kubernetes backend: each session is one Pod
+// in a namespace of an existing cluster, driven through client-go.
+//
+// The Pod runs the image's /bin/sh as a sleeping init; commands arrive
+// through the pods/exec subresource (WebSocket, falling back to SPDY) with
+// stdin, stdout and stderr or a terminal that can be resized, and their
+// exit codes. Each command is started by a small wrapper that records its
+// pid, so that Kill and timeouts end the command's whole session (runc
+// starts each exec as a session leader) with a second exec.
+//
+// The container runs as the session's uid (runAsNonRoot), with no
+// capabilities, allowPrivilegeEscalation false, a read-only root
+// filesystem, the runtime's default seccomp profile, memory and cpu
+// limits, and an optional RuntimeClass (gVisor, Kata). The workspace is an
+// emptyDir at the workdir (memory-backed and bounded when the policy sets
+// a disk limit), /tmp another; activeDeadlineSeconds carries the session
+// timeout. Files move through exec (cat, find, tar) inside the Pod, so
+// every path is resolved as the sandbox sees it; snapshots stream the
+// workspace as tar into the snapshot store's Import, which treats the
+// archive as untrusted.
+//
+// For network none the backend writes a NetworkPolicy that denies all
+// ingress and egress of the Pod, but it claims network.none only when
+// Options.NetworkPolicyEnforced says the cluster enforces NetworkPolicies
+// (nothing in the API says so). A host directory as the workspace, host
+// mounts, read-only and deny paths, a pids limit and the egress allow-list
+// are refused by name.
+//
+// Pods carry the labels app.kubernetes.io/managed-by=agentbox,
+// agentbox.session, agentbox.owner-host and agentbox.owner-pid; GC removes
+// the ones that ended and, on this host, the ones whose owner is gone.
+package kube

@@ -1,0 +1,333 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/agentbox/agentbox/sandbox"
+)
+
+// pidDir is where the exec wrapper records each command's pid, on the
+// session's /tmp emptyDir.
+const pidDir = "/tmp/.agentbox"
+
+// killTimeout bounds the kill exec of Close.
+const killTimeout = 10 * time.Second
+
+// wrapperScript starts every command: it records its pid under the tag
+// ($1) so that Kill can find the command's session (runc makes each exec a
+// session leader), enters the workdir ($2) and replaces itself with env -i
+// and the rest: the session's environment, then the command.
+const wrapperScript = `mkdir -p ` + pidDir + ` 2>/dev/null; echo $$ >` + pidDir + `/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
+
+// killScript kills the session of the command tagged $1 (every process
+// whose session id is its pid): stopped first so that none forks while
+// the scan runs, then killed. It waits briefly for the wrapper to record
+// the pid, as a kill may come right after a start.
+const killScript = `f=` + pidDir + `/"$1"; i=0
+while [ ! -s "$f" ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
+pid=$(cat "$f" 2>/dev/null) || exit 0
+for sig in STOP KILL; do
+	for d in /proc/[0-9]*; do
+		st=$(cat $d/stat 2>/dev/null) || continue
+		st=${st##*) }; set -- $st
+		[ "$4" = "$pid" ] && kill -$sig ${d#/proc/} 2>/dev/null
+	done
+done
+kill -KILL "$pid" 2>/dev/null; rm -f "$f"; exit 0`
+
+// execArgv is the argv the Pod runs for req: the wrapper, the tag, the
+// workdir, the environment and the command.
+func (s *session) execArgv(req sandbox.ExecRequest, tag string) ([]string, error) {
+	if strings.Contains(req.Cmd[0], "=") {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "kube: exec: a program name with '=' (%q) would be read as a variable", req.Cmd[0])
+	}
+	wd := s.spec.Workdir
+	if req.Workdir != "" {
+		wd = req.Workdir
+		if !strings.HasPrefix(wd, "/") {
+			wd = s.spec.Workdir + "/" + wd
+		}
+	}
+	env := sessionEnv(s.spec)
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	argv := []string{"/bin/sh", "-c", wrapperScript, "agentbox-exec", tag, wd}
+	for _, k := range keys {
+		argv = append(argv, k+"="+env[k])
+	}
+	return append(argv, req.Cmd...), nil
+}
+
+// stream runs argv in the session's container over pods/exec (WebSocket,
+// else SPDY) and returns when it ends.
+func (s *session) stream(ctx context.Context, argv []string, opts remotecommand.StreamOptions) error {
+	req := s.c.cs.CoreV1().RESTClient().Post().
+		Namespace(s.h.Namespace).Resource("pods").Name(s.h.Pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: container, Command: argv,
+			Stdin: opts.Stdin != nil, Stdout: opts.Stdout != nil, Stderr: opts.Stderr != nil, TTY: opts.Tty,
+		}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(s.c.rest, http.MethodGet, req.URL().String())
+	if err != nil {
+		return fmt.Errorf("websocket executor: %w", err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(s.c.rest, http.MethodPost, req.URL())
+	if err != nil {
+		return fmt.Errorf("spdy executor: %w", err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return fmt.Errorf("executor: %w", err)
+	}
+	return ex.StreamWithContext(ctx, opts)
+}
+
+// Start runs req in the Pod; see the package comment for how it is killed.
+func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.live(); err != nil {
+		return nil, err
+	}
+	tag, err := newID()
+	if err != nil {
+		return nil, sandbox.Wrap("kube: exec", nil, err)
+	}
+	argv, err := s.execArgv(req, tag)
+	if err != nil {
+		return nil, err
+	}
+	p := &process{s: s, tag: tag, tty: req.TTY, done: make(chan struct{}), sizes: make(chan remotecommand.TerminalSize, 4)}
+	stdinR, stdinW := io.Pipe()
+	outR, outW := io.Pipe()
+	p.stdin, p.stdout = stdinW, outR
+	opts := remotecommand.StreamOptions{Stdin: stdinR, Stdout: outW, Tty: req.TTY}
+	var errW *io.PipeWriter
+	if req.TTY {
+		rows, cols := req.Rows, req.Cols
+		if rows == 0 || cols == 0 {
+			rows, cols = 24, 80
+		}
+		p.sizes <- remotecommand.TerminalSize{Height: rows, Width: cols}
+		opts.TerminalSizeQueue = p
+		p.stderr = strings.NewReader("")
+	} else {
+		var errR *io.PipeReader
+		errR, errW = io.Pipe()
+		p.stderr, p.errR = errR, errR
+		opts.Stderr = errW
+	}
+	if req.Stdin != nil {
+		go func() {
+			_, err := io.Copy(stdinW, req.Stdin)
+			stdinW.CloseWithError(err)
+		}()
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p.cancel = cancel
+	go func() {
+		defer close(p.done)
+		err := s.stream(sctx, argv, opts)
+		p.status, p.err = exitStatus(err)
+		outW.Close()
+		if errW != nil {
+			errW.Close()
+		}
+		stdinR.Close()
+	}()
+	return p, nil
+}
+
+// exitStatus reads how the command ended from the stream's error.
+func exitStatus(err error) (sandbox.ExitStatus, error) {
+	if err == nil {
+		return sandbox.ExitStatus{}, nil
+	}
+	var ee utilexec.ExitError
+	if errors.As(err, &ee) {
+		st := sandbox.ExitStatus{ExitCode: ee.ExitStatus()}
+		if st.ExitCode > 128 && st.ExitCode < 128+65 {
+			if name := signalName(syscall.Signal(st.ExitCode - 128)); name != "" {
+				st.Signal = name
+			}
+		}
+		return st, nil
+	}
+	return sandbox.ExitStatus{ExitCode: -1}, sandbox.Wrap("kube: exec", sandbox.ErrUnavailable, err)
+}
+
+// signalName names the signals a killed command usually gets.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	}
+	return ""
+}
+
+// process is one command running over a pods/exec stream.
+type process struct {
+	s      *session
+	tag    string
+	tty    bool
+	stdin  *io.PipeWriter
+	stdout *io.PipeReader
+	stderr io.Reader
+	errR   *io.PipeReader // stderr without a terminal
+	sizes  chan remotecommand.TerminalSize
+	cancel context.CancelFunc
+
+	done   chan struct{}
+	status sandbox.ExitStatus
+	err    error
+
+	mu     sync.Mutex
+	killed bool
+	closed bool
+}
+
+// Stdin is the command's standard input. With a terminal, Close sends
+// the terminal's end-of-file character instead of closing the stream:
+// the runtime hangs up a terminal whose input closes, and the output
+// still on its way would be lost.
+func (p *process) Stdin() io.WriteCloser {
+	if p.tty {
+		return ttyStdin{p.stdin}
+	}
+	return p.stdin
+}
+
+// ttyStdin is a terminal's input, which Close ends with ^D.
+type ttyStdin struct{ w *io.PipeWriter }
+
+func (t ttyStdin) Write(b []byte) (int, error) { return t.w.Write(b) }
+func (t ttyStdin) Close() error {
+	go t.w.Write([]byte{4}) // read when the terminal's reader next reads
+	return nil
+}
+func (p *process) Stdout() io.Reader { return p.stdout }
+func (p *process) Stderr() io.Reader { return p.stderr }
+
+// Next gives the executor the terminal's sizes (remotecommand's
+// TerminalSizeQueue); nil ends the queue.
+func (p *process) Next() *remotecommand.TerminalSize {
+	select {
+	case sz := <-p.sizes:
+		return &sz
+	case <-p.done:
+		return nil
+	}
+}
+
+// Resize queues a new terminal size for a TTY process.
+func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
+	if !p.tty {
+		return sandbox.Errorf(sandbox.ErrInvalid, "kube: resize of a process without a terminal")
+	}
+	select {
+	case p.sizes <- remotecommand.TerminalSize{Height: rows, Width: cols}:
+		return nil
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Kill ends the command's whole session inside the Pod, with a second
+// exec; the stream then ends as the command does.
+func (p *process) Kill(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	p.mu.Lock()
+	p.killed = true
+	p.mu.Unlock()
+	err := p.s.stream(ctx, []string{"/bin/sh", "-c", killScript, "agentbox-kill", p.tag}, remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard})
+	if err != nil {
+		if _, werr := exitStatus(err); werr != nil {
+			return sandbox.Wrap("kube: kill", sandbox.ErrUnavailable, err)
+		}
+	}
+	return nil
+}
+
+// Wait waits for the stream to end and reports the exit status.
+func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	select {
+	case <-p.done:
+		return p.status, p.err
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, ctx.Err()
+	}
+}
+
+// Close kills the command if it still runs and ends the stream.
+func (p *process) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	// Unread output must not hold the stream: writes fail from now on.
+	p.stdout.CloseWithError(sandbox.ErrClosed)
+	if p.errR != nil {
+		p.errR.CloseWithError(sandbox.ErrClosed)
+	}
+	select {
+	case <-p.done:
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+		_ = p.Kill(ctx)
+		cancel()
+		select {
+		case <-p.done:
+		case <-time.After(killTimeout):
+			p.cancel()
+			<-p.done
+		}
+	}
+	p.cancel()
+	_ = p.stdin.Close()
+	return nil
+}
