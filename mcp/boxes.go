@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/agent"
+	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/trace"
 )
@@ -37,6 +38,9 @@ type box struct {
 	shell   *agent.Shell
 	tools   map[string]agent.Tool
 	mounts  []string
+	// workspace is the directory a manifest was written into, removed
+	// when the sandbox is closed ("" for a backend-made workspace).
+	workspace string
 
 	traceMu   sync.Mutex
 	trace     *trace.Writer
@@ -120,6 +124,10 @@ type createRequest struct {
 	// Preset names the operator's preset to start from; empty: "default"
 	// when the operator defined one, else the ceiling.
 	Preset string
+	// Manifest, when set, is what the workspace starts with. It comes
+	// from the model, so it is untrusted: no grants and no host sources
+	// at all (the operator's mounts are how host files come in).
+	Manifest *manifest.Manifest
 }
 
 // create makes a session for o under the ceiling.
@@ -147,11 +155,20 @@ func (s *Server) create(ctx context.Context, o *owner, req createRequest) (*box,
 	if o.client != "" {
 		spec.Labels["agentbox.mcp.client"] = o.client
 	}
+	var ws string
+	if req.Manifest != nil {
+		if ws, err = materialize(ctx, req.Manifest, &spec); err != nil {
+			return nil, err
+		}
+	}
 	sess, err := s.opts.Client.Create(ctx, spec)
 	if err != nil {
+		if ws != "" {
+			os.RemoveAll(ws)
+		}
 		return nil, err
 	}
-	b := &box{id: sess.ID(), sess: sess, created: time.Now(), shell: &agent.Shell{}, tools: map[string]agent.Tool{}}
+	b := &box{id: sess.ID(), sess: sess, created: time.Now(), shell: &agent.Shell{}, tools: map[string]agent.Tool{}, workspace: ws}
 	for _, m := range mounts {
 		b.mounts = append(b.mounts, m.Target)
 	}
@@ -172,6 +189,42 @@ func (s *Server) create(ctx context.Context, o *owner, req createRequest) (*box,
 	o.add(b)
 	s.log.Info("session created", "session", b.id, "client", o.client)
 	return b, nil
+}
+
+// materialize writes an untrusted manifest into a new temporary
+// directory and points spec at it. Validate refuses grants and every host
+// source (there is no base) before anything is written.
+func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec) (string, error) {
+	if spec.Snapshot != "" {
+		return "", sandbox.Errorf(sandbox.ErrInvalid, "manifest: a sandbox starts from a manifest or from a snapshot, not both")
+	}
+	if err := m.Validate(manifest.ValidateOptions{}); err != nil {
+		return "", err
+	}
+	ws, err := os.MkdirTemp("", "agentbox-mcp-ws-")
+	if err != nil {
+		return "", err
+	}
+	// Entered by the sandbox's ids, which the backend maps to the
+	// workspace's owner.
+	err = os.Chmod(ws, 0o755)
+	var uid, gid int
+	if err == nil {
+		uid, gid, err = manifest.OwnerOf(ws)
+	}
+	var mat *manifest.Materialized
+	if err == nil {
+		mat, err = m.Materialize(ctx, ws, manifest.MaterializeOptions{UID: uid, GID: gid})
+	}
+	if err != nil {
+		os.RemoveAll(ws)
+		return "", err
+	}
+	spec.Workspace, spec.Workdir = ws, m.EffectiveRoot()
+	spec.Mounts = append(mat.Mounts, spec.Mounts...)
+	spec.Env = mat.Env
+	spec.User = mat.User
+	return ws, nil
 }
 
 // preset is the ceiling of a session made from the named preset: the
@@ -229,6 +282,9 @@ func (s *Server) closeBox(ctx context.Context, b *box, why string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err := errors.Join(b.shell.CloseSession(ctx, b.sess), b.sess.Close(ctx))
+	if b.workspace != "" && err == nil {
+		err = os.RemoveAll(b.workspace)
+	}
 	b.endTrace(why)
 	s.log.Info("session closed", "session", b.id, "why", why)
 	return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox/agentbox/agent"
 	"github.com/agentbox/agentbox/internal/bytesize"
+	"github.com/agentbox/agentbox/manifest"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -18,7 +19,7 @@ import (
 const sessionIDProp = `"session_id": {"type": "string", "description": "The sandbox to act in (from sandbox_create or sandbox_list); default: your latest sandbox, or a new one when you have none."}`
 
 func (s *Server) addTools() {
-	s.add(&sdk.Tool{Name: "sandbox_create", Description: "Create a sandbox: an empty /workspace in a confined environment. The operator's policy is the ceiling and the default; ask for less (no network, fewer hosts, less memory, a shorter timeout), never more. Returns the session_id.",
+	s.add(&sdk.Tool{Name: "sandbox_create", Description: "Create a sandbox: a confined environment whose /workspace is empty, or holds what manifest lists. The operator's policy is the ceiling and the default; ask for less (no network, fewer hosts, less memory, a shorter timeout), never more. Returns the session_id.",
 		InputSchema: json.RawMessage(`{
   "type": "object",
   "properties": {
@@ -28,7 +29,8 @@ func (s *Server) addTools() {
     "cpus": {"type": "number", "description": "CPU limit in cores."},
     "pids": {"type": "integer", "description": "Limit on processes and threads."},
     "timeout_seconds": {"type": "integer", "description": "Wall-clock limit of each command."},
-    "mounts": {"type": "array", "items": {"type": "string"}, "description": "Names of the operator's read-only host directories to include (default: all it offers)."}
+    "mounts": {"type": "array", "items": {"type": "string"}, "description": "Names of the operator's read-only host directories to include (default: all it offers)."},
+    "manifest": {"type": "object", "description": "What /workspace starts with, instead of empty: {\"entries\": {\"PATH\": {\"file\": {\"content\": \"...\"}} | {\"dir\": {}} | {\"git_repo\": {\"url\": \"https://...\", \"ref\": \"main\"}}}, \"env\": {\"NAME\": \"value\"}}. No host files (ask for the operator's mounts instead) and no grants."}
   },
   "additionalProperties": false
 }`)}, s.sandboxCreate)
@@ -107,6 +109,7 @@ type createArgs struct {
 	Pids           int64           `json:"pids"`
 	TimeoutSeconds int64           `json:"timeout_seconds"`
 	Mounts         []string        `json:"mounts"`
+	Manifest       json.RawMessage `json:"manifest"`
 }
 
 func (a createArgs) request() (createRequest, error) {
@@ -137,6 +140,13 @@ func (a createArgs) request() (createRequest, error) {
 	p.Resources.CPUs, p.Resources.Pids = a.CPUs, a.Pids
 	p.Resources.ExecTimeout = time.Duration(a.TimeoutSeconds) * time.Second
 	req.Mounts, req.Preset = a.Mounts, a.Preset
+	if len(a.Manifest) > 0 && string(a.Manifest) != "null" {
+		m, err := manifest.ParseJSON(a.Manifest)
+		if err != nil {
+			return req, err
+		}
+		req.Manifest = m
+	}
 	return req, nil
 }
 

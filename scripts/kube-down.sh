@@ -69,5 +69,11 @@ for h in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods; do
 	[[ -d $h ]] || continue
 	find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
 done
+# The host sysctls the kubelet changed, as kube-up.sh saved them.
+if [[ -s $STATE/sysctl.saved ]]; then
+	while IFS= read -r kv; do
+		sysctl -q -w "$kv" >/dev/null 2>&1 || log "could not restore $kv"
+	done <"$STATE/sysctl.saved"
+fi
 rm -rf "$STATE" "$RUN"
 log "down"

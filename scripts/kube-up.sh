@@ -314,6 +314,14 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 registerNode: true
 EOF
+# The kubelet sets these host-wide sysctls on start (vm.overcommit_memory=1,
+# kernel.panic=10, kernel.panic_on_oops=1); kube-down.sh puts back what was
+# there before the first start.
+if [[ ! -s $STATE/sysctl.saved ]]; then
+	for k in vm.overcommit_memory kernel.panic kernel.panic_on_oops; do
+		echo "$k=$(sysctl -n $k)"
+	done >"$STATE/sysctl.saved"
+fi
 start kubelet "$kube" kubelet \
 	--config="$STATE/kubelet.yaml" --kubeconfig="$STATE/kubelet.kubeconfig" \
 	--root-dir="$STATE/kubelet" --hostname-override="$NODE" --node-ip="$host_ip"

@@ -54,6 +54,10 @@ func (s *Server) routes(mux mux) {
 	route("GET /v1/sessions/{id}/dir", s.handleListDir)
 	route("GET /v1/sessions/{id}/archive", s.handleGetArchive)
 	route("PUT /v1/sessions/{id}/archive", s.handlePutArchive)
+	route("GET /v1/sessions/{id}/ports/{port}", s.handlePort)
+	for _, m := range proxiedMethods {
+		route(m+" /v1/sessions/{id}/ports/{port}/http/{path...}", s.handlePortHTTP)
+	}
 	route("POST /v1/sessions/{id}/promote", s.handlePromote)
 	route("POST /v1/sessions/{id}/snapshots", s.handleSnapshot)
 	route("GET /v1/snapshots", s.handleSnapshots)
@@ -74,6 +78,10 @@ func (s *Server) routes(mux mux) {
 		writeError(w, sandbox.Errorf(sandbox.ErrNotFound, "no route %s %s (GET /v1/openapi.json lists them)", r.Method, r.URL.Path))
 	})
 }
+
+// proxiedMethods are the methods the port's HTTP route forwards (GET
+// covers HEAD).
+var proxiedMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()

@@ -46,12 +46,21 @@ func TestATenantFindsNothingOfAnother(t *testing.T) {
 		{"POST", "/v1/sessions/%s/pause", nil},
 		{"GET", "/v1/traces/%s", nil},
 		{"POST", "/v1/sessions/%s/unpause", nil},
+		{"GET", "/v1/sessions/%s/ports/8000", nil},
+	}
+	for _, m := range proxiedMethods {
+		routes = append(routes, struct {
+			method, path string
+			body         any
+		}{m, "/v1/sessions/%s/ports/8000/http/index.html", nil})
 	}
 	// Every route on a session is tried.
 	tried := map[string]bool{}
 	for _, r := range routes {
 		p, _, _ := strings.Cut(r.path, "?")
-		tried[r.method+" "+strings.ReplaceAll(strings.Replace(p, "%s", "{id}", 1), "p-0", "{pid}")] = true
+		p = strings.Replace(p, "%s", "{id}", 1)
+		p = strings.NewReplacer("p-0", "{pid}", "/8000", "/{port}", "/index.html", "/{path...}").Replace(p)
+		tried[r.method+" "+p] = true
 	}
 	routed := map[string]bool{}
 	(&Server{}).routes(&recordingMux{routes: routed})
