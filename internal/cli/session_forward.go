@@ -31,7 +31,7 @@ until it is interrupted (Ctrl-C) or the session ends.`,
 		Example: `  id=$(agentbox session create --port 8000)
   agentbox exec --session "$id" -- sh -c 'python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &'
   agentbox session forward "$id" 8000 &
-  curl http://127.0.0.1:8000/
+  sleep 1; curl http://127.0.0.1:8000/   # once forward has printed its address
   agentbox session forward "$id" 8000 --listen 127.0.0.1:0   # any free host port`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
