@@ -339,7 +339,7 @@ func Check(backend string, enforces []Part, p Policy, allowWeaker bool, log *slo
 		return missing, &Error{
 			Op:   backend + ": create",
 			Kind: ErrPolicyUnsupported,
-			Err:  fmt.Errorf("cannot enforce %s on this host (pass --allow-weaker to run without)", strings.Join(names, ", ")),
+			Err:  fmt.Errorf("cannot enforce %s on this host ('agentbox backends' says why; ask for less, or pass --allow-weaker to run without)", strings.Join(names, ", ")),
 		}
 	}
 	if log == nil {

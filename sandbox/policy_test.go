@@ -141,6 +141,9 @@ func TestCheck(t *testing.T) {
 				if !strings.Contains(err.Error(), "test: create") || !strings.Contains(err.Error(), "--allow-weaker") {
 					t.Errorf("error %q does not say which backend refused and how to override", err)
 				}
+				if !strings.Contains(err.Error(), "'agentbox backends' says why") {
+					t.Errorf("error %q does not say where to learn why the host cannot", err)
+				}
 			}
 			if tt.allowWeaker && err == nil {
 				for _, m := range tt.wantMissing {
