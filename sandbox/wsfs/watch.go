@@ -119,7 +119,8 @@ type watcher struct {
 	// lost holds why events were dropped until an overflow says so.
 	lost string
 	// lastWrite is the path of the last event sent when it was a write,
-	// so that a run of writes to one file is one event.
+	// so that a run of writes to one file within one read of the
+	// inotify queue is one event.
 	lastWrite string
 	// moved is a rename's first half, waiting for its second.
 	moved *movedFrom
@@ -264,6 +265,10 @@ func (w *watcher) loop(ctx context.Context) {
 			return
 		}
 		w.handleAll(buf[:m])
+		// Writes coalesce within what one read returns, not beyond: a
+		// file written again later, with nothing else in between, is
+		// reported again.
+		w.lastWrite = ""
 	}
 }
 

@@ -85,6 +85,20 @@ func TestWatchReportsCreateWriteRenameRemove(t *testing.T) {
 	expect(t, ch, sandbox.WatchEvent{Op: sandbox.WatchRemove, Path: "b.txt"})
 }
 
+// A file written again later, with no other change in between, is
+// reported again: an editor saving the same file twice is two writes.
+func TestWatchReportsEachLaterWriteToTheSameFile(t *testing.T) {
+	dir, ch, _ := watching(t, ".", WatchOptions{})
+	f := filepath.Join(dir, "a.txt")
+	must(t, os.WriteFile(f, []byte("one"), 0o644))
+	expect(t, ch, sandbox.WatchEvent{Op: sandbox.WatchWrite, Path: "a.txt"})
+	for _, text := range []string{"two", "three"} {
+		time.Sleep(50 * time.Millisecond)
+		must(t, os.WriteFile(f, []byte(text), 0o644))
+		expect(t, ch, sandbox.WatchEvent{Op: sandbox.WatchWrite, Path: "a.txt"})
+	}
+}
+
 func TestWatchFollowsNewDirectoriesAndRenamedOnes(t *testing.T) {
 	dir, ch, _ := watching(t, ".", WatchOptions{})
 	// Made at once: the inner directories exist before the watch can
