@@ -3,6 +3,8 @@ package sandbox
 import (
 	"fmt"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/bytesize"
 )
 
 // The lines of ExitStatus.Violations, worded the same by every backend so
@@ -26,7 +28,7 @@ func OOMViolation(limit int64) string {
 	if limit <= 0 {
 		return "memory limit reached: the kernel's OOM killer ended a process"
 	}
-	return fmt.Sprintf("memory limit of %d bytes reached: the kernel's OOM killer ended a process", limit)
+	return fmt.Sprintf("memory limit of %s reached: the kernel's OOM killer ended a process", bytesize.Format(limit))
 }
 
 // EgressViolation: the egress proxy refused a connection or request;
