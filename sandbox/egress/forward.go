@@ -2,6 +2,7 @@ package egress
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"strings"
@@ -32,26 +33,43 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request) {
 	p.forward.ServeHTTP(w, r)
 }
 
-// rewrite builds the upstream request. ReverseProxy has already removed
-// hop-by-hop headers (Connection and what it lists, Proxy-Connection,
-// Proxy-Authorization, Keep-Alive, TE, Trailer, Transfer-Encoding,
-// Upgrade unless it is a protocol switch) and, because Rewrite is set,
-// any X-Forwarded-* the sandbox sent.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	t, _ := targetFrom(pr.In.Context())
-	out := pr.Out
-	out.URL.Scheme = "http"
-	out.URL.Host = t.String()
-	if t.port == 80 {
-		out.URL.Host = t.hostForURL()
+// reverseProxy forwards through tr with rewrite, scrubbing what comes
+// back.
+func (p *Proxy) reverseProxy(rewrite func(*httputil.ProxyRequest), tr http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      tr,
+		ModifyResponse: p.scrubResponse,
+		ErrorHandler:   p.forwardError,
+		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
-	// The Host header is what a shared front end routes on; letting the
-	// sandbox choose it would reach unlisted sites behind a listed IP.
-	out.Host = ""
-	out.Header.Del("Proxy-Authorization")
-	out.Header.Del("Proxy-Connection")
-	out.RequestURI = ""
-	p.injectCredentials(out, t)
+}
+
+// rewriteTo builds the upstream request over scheme (http for plain
+// forwarding, https for an inspected host), leaving defaultPort out of
+// the URL. ReverseProxy has already removed hop-by-hop headers
+// (Connection and what it lists, Proxy-Connection, Proxy-Authorization,
+// Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade unless it is a
+// protocol switch) and, because Rewrite is set, any X-Forwarded-* the
+// sandbox sent.
+func (p *Proxy) rewriteTo(scheme string, defaultPort int) func(*httputil.ProxyRequest) {
+	return func(pr *httputil.ProxyRequest) {
+		t, _ := targetFrom(pr.In.Context())
+		out := pr.Out
+		out.URL.Scheme = scheme
+		out.URL.Host = t.String()
+		if t.port == defaultPort {
+			out.URL.Host = t.hostForURL()
+		}
+		// The Host header is what a shared front end routes on; letting
+		// the sandbox choose it would reach unlisted sites behind a listed
+		// IP.
+		out.Host = ""
+		out.Header.Del("Proxy-Authorization")
+		out.Header.Del("Proxy-Connection")
+		out.RequestURI = ""
+		p.injectCredentials(out, t)
+	}
 }
 
 // scrubResponse drops response headers that would carry an injected

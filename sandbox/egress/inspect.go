@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"sync"
 	"time"
@@ -136,22 +135,6 @@ func (p *Proxy) checkRequest(r *http.Request, t target) (int, string) {
 		return http.StatusForbidden, why
 	}
 	return 0, ""
-}
-
-// rewriteInspected builds the upstream HTTPS request.
-func (p *Proxy) rewriteInspected(pr *httputil.ProxyRequest) {
-	t, _ := targetFrom(pr.In.Context())
-	out := pr.Out
-	out.URL.Scheme = "https"
-	out.URL.Host = t.String()
-	if t.port == 443 {
-		out.URL.Host = t.hostForURL()
-	}
-	out.Host = ""
-	out.Header.Del("Proxy-Authorization")
-	out.Header.Del("Proxy-Connection")
-	out.RequestURI = ""
-	p.injectCredentials(out, t)
 }
 
 // injectCredentials adds the fixed credential headers and the secrets

@@ -154,9 +154,6 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p.creds = creds
-	if err := p.setupInspection(cfg); err != nil {
-		return nil, err
-	}
 
 	p.tr = &http.Transport{
 		Proxy:                  nil, // never chain to the host's own proxy settings
@@ -167,12 +164,9 @@ func New(cfg Config) (*Proxy, error) {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes) * 4,
 	}
-	p.forward = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      p.tr,
-		ModifyResponse: p.scrubResponse,
-		ErrorHandler:   p.forwardError,
-		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	p.forward = p.reverseProxy(p.rewriteTo("http", 80), p.tr)
+	if err := p.setupInspection(cfg); err != nil {
+		return nil, err
 	}
 	p.base, p.cancelBase = context.WithCancel(context.Background())
 	p.server = &http.Server{
@@ -376,24 +370,12 @@ func (p *Proxy) setupInspection(cfg Config) error {
 			return err
 		}
 	}
-	p.upTr = &http.Transport{
-		Proxy:                  nil,
-		DialContext:            p.dialUpstream,
-		TLSClientConfig:        &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           64,
-		IdleConnTimeout:        p.cfg.IdleTimeout,
-		TLSHandshakeTimeout:    p.cfg.DialTimeout,
-		ExpectContinueTimeout:  time.Second,
-		MaxResponseHeaderBytes: int64(p.cfg.MaxHeaderBytes) * 4,
-	}
-	p.mitm = &httputil.ReverseProxy{
-		Rewrite:        p.rewriteInspected,
-		Transport:      p.upTr,
-		ModifyResponse: p.scrubResponse,
-		ErrorHandler:   p.forwardError,
-		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-	}
+	// Inspected hosts: the same limits, over TLS verified against the
+	// host's roots (or the test's), HTTP/2 where the upstream offers it.
+	p.upTr = p.tr.Clone()
+	p.upTr.TLSClientConfig = &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12}
+	p.upTr.ForceAttemptHTTP2 = true
+	p.mitm = p.reverseProxy(p.rewriteTo("https", 443), p.upTr)
 	return nil
 }
 
