@@ -133,6 +133,16 @@ func flag(v, name string) (bool, error) {
 	return false, sandbox.Errorf(sandbox.ErrInvalid, "%s=%q: want 1 or 0", name, v)
 }
 
+// dirPath is the directory ?path= names, in the workspace; the workdir
+// when it names none.
+func dirPath(sess sandbox.Session, r *http.Request) (string, error) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		p = "."
+	}
+	return workspacePath(sess, p)
+}
+
 // handleGetArchive streams the directory ?path= (default the workdir) as
 // a tar archive of its files, directories and symbolic links. An error
 // once the archive has begun aborts the connection, so that a client never
@@ -142,11 +152,7 @@ func (s *Server) handleGetArchive(w http.ResponseWriter, r *http.Request, t *ten
 	if err != nil {
 		return err
 	}
-	p := r.URL.Query().Get("path")
-	if p == "" {
-		p = "."
-	}
-	rel, err := workspacePath(sess, p)
+	rel, err := dirPath(sess, r)
 	if err != nil {
 		return err
 	}
@@ -226,11 +232,7 @@ func (s *Server) handlePutArchive(w http.ResponseWriter, r *http.Request, t *ten
 	if err != nil {
 		return err
 	}
-	p := r.URL.Query().Get("path")
-	if p == "" {
-		p = "."
-	}
-	dest, err := workspacePath(sess, p)
+	dest, err := dirPath(sess, r)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,24 @@ func (e *sessionEnv) run(args ...string) (string, string, int) {
 	return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
 }
 
+// start starts agentbox with args in the background (a command that runs
+// until interrupted) and returns its stdout and what it wrote to stderr.
+func (e *sessionEnv) start(args ...string) (*exec.Cmd, io.ReadCloser, *strings.Builder) {
+	e.t.Helper()
+	cmd := exec.Command(e.bin, args...)
+	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	return cmd, stdout, stderr
+}
+
 // ok runs agentbox with args and fails the test unless it exits 0.
 func (e *sessionEnv) ok(args ...string) string {
 	e.t.Helper()
@@ -259,17 +277,7 @@ func TestSessionWatchPrintsTheSandboxsChangesAsJSONLines(t *testing.T) {
 	id := strings.TrimSpace(e.ok("session", "create"))
 	t.Cleanup(func() { e.run("session", "rm", id) })
 	e.ok("exec", "--session", id, "--", "mkdir", "out")
-	cmd := exec.Command(e.bin, "session", "watch", id, "out")
-	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout, stderr := e.start("session", "watch", id, "out")
 	lines := make(chan map[string]any)
 	go func() {
 		dec := json.NewDecoder(stdout)
@@ -417,17 +425,7 @@ func TestSessionForwardServesAnExposedPortOnTheHost(t *testing.T) {
 		t.Fatalf("forward of a port not exposed: exit %d, stderr %q", code, stderr)
 	}
 
-	cmd := exec.Command(e.bin, "session", "forward", id, "18765", "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "AGENTBOX_HOME="+e.home)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fwdErr strings.Builder
-	cmd.Stderr = &fwdErr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out, fwdErr := e.start("session", "forward", id, "18765", "--listen", "127.0.0.1:0")
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		cmd.Process.Kill()
