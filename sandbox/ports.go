@@ -58,8 +58,9 @@ func CheckExposed(spec Spec, port int) error {
 	if slices.Contains(spec.Ports, port) {
 		return nil
 	}
+	// Ports are fixed when a session is made: say so, and how.
 	if len(spec.Ports) == 0 {
-		return Errorf(ErrInvalid, "port %d is not exposed: the session exposes no ports (create it with ports: [%d])", port, port)
+		return Errorf(ErrInvalid, "port %d is not exposed: the session exposes no ports, and ports are chosen at create (agentbox session create --port %d; Spec.Ports in Go)", port, port)
 	}
-	return Errorf(ErrInvalid, "port %d is not exposed: the session exposes %v", port, spec.Ports)
+	return Errorf(ErrInvalid, "port %d is not exposed: the session exposes %v, and ports are chosen at create (agentbox session create --port %d; Spec.Ports in Go)", port, spec.Ports, port)
 }

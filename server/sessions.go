@@ -126,16 +126,23 @@ func (s *Server) create(ctx context.Context, t *tenant, req api.CreateSession) (
 	if sp.Snapshot != "" {
 		how = "create from snapshot " + sp.Snapshot
 	}
-	var owned string
 	if req.Manifest != nil {
-		ws, err := s.materialize(ctx, t, req.Manifest, &sp)
-		if err != nil {
-			return nil, err
-		}
-		owned, how = ws, "create from a manifest"
+		how = "create from a manifest"
 	}
-	l, err := s.start(ctx, t, how, sp, owned, time.Duration(req.TTL), time.Duration(req.IdleTimeout), func(ctx context.Context) (sandbox.Session, error) {
-		return t.client.Create(ctx, sp)
+	// The manifest is written only once the quota has room for the
+	// session: a tenant at its limit makes the server copy nothing.
+	var owned string
+	l, err := s.start(ctx, t, how, sp, time.Duration(req.TTL), time.Duration(req.IdleTimeout), func(ctx context.Context) (sandbox.Session, string, error) {
+		sp := sp
+		if req.Manifest != nil {
+			ws, err := s.materialize(ctx, t, req.Manifest, &sp)
+			if err != nil {
+				return nil, "", err
+			}
+			owned = ws
+		}
+		sess, err := t.client.Create(ctx, sp)
+		return sess, owned, err
 	})
 	if err != nil && owned != "" {
 		_ = os.RemoveAll(owned)
@@ -195,9 +202,11 @@ func (s *Server) materialize(ctx context.Context, t *tenant, m *manifest.Manifes
 }
 
 // start runs make within the tenant's quota for a session of spec sp and
-// registers what it made. Nothing is left when it fails: the quota is
-// given back, and a session that cannot be registered is closed.
-func (s *Server) start(ctx context.Context, t *tenant, how string, sp sandbox.Spec, owned string, ttl, idle time.Duration, make func(context.Context) (sandbox.Session, error)) (*live, error) {
+// registers what it made, with the workspace directory the server made
+// for it when make returns one (removed with the record). Nothing is left
+// when it fails: the quota is given back, and a session that cannot be
+// registered is closed.
+func (s *Server) start(ctx context.Context, t *tenant, how string, sp sandbox.Spec, ttl, idle time.Duration, make func(context.Context) (sandbox.Session, string, error)) (*live, error) {
 	t.mu.Lock()
 	err := t.reserveLocked(sp)
 	t.mu.Unlock()
@@ -210,7 +219,7 @@ func (s *Server) start(ctx context.Context, t *tenant, how string, sp sandbox.Sp
 		t.pending.add(-r.MemoryBytes, -r.CPUs, -1)
 		t.mu.Unlock()
 	}()
-	sess, err := make(ctx)
+	sess, owned, err := make(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -300,8 +309,9 @@ func (s *Server) rebuild(ctx context.Context, t *tenant, l *live) (*live, error)
 	}
 	sp := st.Spec
 	sp.Snapshot = st.Snapshot
-	nl, err := s.start(ctx, t, "rebuild of "+st.ID, sp, l.rec.Workspace, time.Until(l.rec.ExpiresAt), l.rec.IdleTimeout, func(ctx context.Context) (sandbox.Session, error) {
-		return t.client.Rebuild(ctx, st)
+	nl, err := s.start(ctx, t, "rebuild of "+st.ID, sp, time.Until(l.rec.ExpiresAt), l.rec.IdleTimeout, func(ctx context.Context) (sandbox.Session, string, error) {
+		sess, err := t.client.Rebuild(ctx, st)
+		return sess, l.rec.Workspace, err
 	})
 	if err != nil {
 		return nil, err

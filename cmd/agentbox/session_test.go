@@ -421,7 +421,7 @@ func TestSessionForwardServesAnExposedPortOnTheHost(t *testing.T) {
 	e.ok("exec", "--session", id, "--", "sh", "-c", "echo served > page.txt; python3 -m http.server 18765 --bind 127.0.0.1 >/dev/null 2>&1 &")
 
 	_, stderr, code := e.run("session", "forward", id, "18766")
-	if code != exitCode || !strings.Contains(stderr, "port 18766 is not exposed") {
+	if code != exitCode || !strings.Contains(stderr, "port 18766 is not exposed") || !strings.Contains(stderr, "session create --port 18766") {
 		t.Fatalf("forward of a port not exposed: exit %d, stderr %q", code, stderr)
 	}
 
@@ -468,5 +468,28 @@ func TestSessionForwardServesAnExposedPortOnTheHost(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("forward did not end on SIGINT")
+	}
+
+	// A session removed under a forward ends it, saying why, at the next
+	// connection.
+	cmd, out, fwdErr = e.start("session", "forward", id, "18765", "--listen", "127.0.0.1:0")
+	line, err = bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("read the listening address: %v (stderr %q)", err, fwdErr.String())
+	}
+	e.ok("session", "rm", id)
+	if c, err := net.Dial("tcp", strings.TrimSpace(line)); err == nil {
+		c.Close()
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitCode || !strings.Contains(fwdErr.String(), "not running") || strings.Contains(fwdErr.String(), "accept:") {
+			t.Fatalf("forward of a removed session ended with %v, stderr %q; want exit %d saying it is not running", err, fwdErr.String(), exitCode)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("forward went on after its session was removed (stderr %q)", fwdErr.String())
 	}
 }

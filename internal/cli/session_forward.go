@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 
@@ -71,15 +72,20 @@ until it is interrupted (Ctrl-C) or the session ends.`,
 
 // forwardPort accepts on ln until ctx ends and relays each connection to
 // port of sess. A connection the sandbox refuses (nothing listens yet) is
-// closed and reported; forwarding goes on.
+// closed and reported, and forwarding goes on; once the session is gone,
+// closed or past its timeout, forwarding stops with that error.
 func forwardPort(ctx context.Context, ln net.Listener, sess sandbox.Session, port int, log io.Writer) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var ended atomic.Pointer[error] // the session went away: why forwarding stopped
 	for {
 		c, err := ln.Accept()
 		if err != nil {
+			if why := ended.Load(); why != nil {
+				return Fail(fmt.Errorf("session forward: %w", *why))
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -92,7 +98,8 @@ func forwardPort(ctx context.Context, ln net.Listener, sess sandbox.Session, por
 			in, err := sandbox.DialPort(ctx, sess, port)
 			if err != nil {
 				fmt.Fprintf(log, "agentbox: %s: %v\n", c.RemoteAddr(), err)
-				if errors.Is(err, sandbox.ErrGone) || errors.Is(err, sandbox.ErrClosed) {
+				if errors.Is(err, sandbox.ErrGone) || errors.Is(err, sandbox.ErrClosed) || errors.Is(err, sandbox.ErrTimeout) {
+					ended.CompareAndSwap(nil, &err)
 					ln.Close()
 				}
 				return

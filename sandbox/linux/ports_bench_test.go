@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,10 +120,7 @@ func waitDial(b *testing.B, dial func() (net.Conn, error)) {
 	}
 }
 
-func isRefused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op)
-}
+func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // startHostEcho runs echoScript on the host's loopback and returns its
 // stop.
