@@ -99,7 +99,6 @@ func TestConformanceOverTheLinuxBackend(t *testing.T) {
 	sv := serve(t, linuxBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.NoPorts("the server has no port route yet"),
 		sandboxtest.NoWatch("the server has no watch route"))
 }
 
@@ -121,6 +120,5 @@ func TestConformanceOverTheDockerBackend(t *testing.T) {
 	sv := serve(t, dockerBackend(t))
 	sandboxtest.Run(t, func(t *testing.T) sandbox.Client { return sv.client(t) },
 		sandboxtest.WithSnapshots(sv.store(t)),
-		sandboxtest.NoPorts("the server has no port route yet"),
 		sandboxtest.NoWatch("the server has no watch route"))
 }

@@ -38,6 +38,14 @@ func servePorts(t *testing.T, sess sandbox.Session, ports ...int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The server logs each request to stderr: read and drop it, as a
+	// backend that delivers output as it is read (remote) holds the
+	// process, and its acknowledgement of Kill, behind unread output.
+	for _, r := range []io.Reader{p.Stdout(), p.Stderr()} {
+		if r != nil {
+			go func() { _, _ = io.Copy(io.Discard, r) }()
+		}
+	}
 	t.Cleanup(func() { _ = p.Kill(context.Background()); _ = p.Close() })
 }
 
