@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test of agentbox. As root on Linux this includes the escape
 # tests of the native sandbox and, with a Docker engine, the Docker
-# conformance suite; with CI=true a test that would skip for a missing
-# engine or privilege fails instead (internal/testenv).
+# conformance suite, and the kube backend's tests on a single-node
+# Kubernetes cluster this script starts (scripts/kube-up.sh; its first
+# start builds the cluster from source, about 20 CPU-minutes, cached in
+# /var/cache/agentbox-kube); with CI=true a test that would skip for a
+# missing engine, privilege or cluster fails instead (internal/testenv).
 #
 # Each go test runs with -json through internal/cmd/testreport, which
 # prints failures and skips readably, keeps the raw events in out/test/,
@@ -49,3 +52,22 @@ for p in ./sandbox ./sandbox/egress ./sandbox/local ./sandbox/wsfs ./agent ./tra
 done
 # -p 1 as above: sandbox/linux and sandbox/docker check host-wide state.
 gotest race -count=1 -p 1 -race -timeout 30m "${race_pkgs[@]}"
+
+echo "== go test -tags kube (the kube backend on a real cluster)"
+# The packages with tests built only with -tags kube: they need a
+# cluster, which kube-up.sh starts here when run as root and which is
+# stopped again afterwards unless it was already running. Not root: the
+# tests skip (and fail in CI, where the run is root).
+kube_pkgs=$(grep -rl --include='*_test.go' '^//go:build kube' . | xargs -n1 dirname | sort -u)
+if [[ $(id -u) -eq 0 ]]; then
+	started_kube=false
+	if ! kill -0 "$(cat /run/agentbox-kube/apiserver.pid 2>/dev/null)" 2>/dev/null; then
+		started_kube=true
+		trap 'rm -rf "$tmp"; bash scripts/kube-down.sh' EXIT
+	fi
+	bash scripts/kube-up.sh >/dev/null
+	export AGENTBOX_KUBECONFIG=/var/lib/agentbox-kube/admin.kubeconfig
+	[[ $started_kube == true ]] || echo "(the cluster was already running: it is left running)"
+fi
+# shellcheck disable=SC2086 # one package per word
+gotest kube -count=1 -p 1 -tags kube -timeout 20m $kube_pkgs

@@ -1,8 +1,9 @@
 //go:build kube
 
 // The kube backend's tests run against a real cluster (scripts/kube-up.sh
-// starts one on this host) and are built only with -tags kube, until CI
-// starts that cluster: go test -tags kube ./sandbox/kube.
+// starts one on this host) and are built only with -tags kube, so that a
+// plain go test ./... needs no cluster; scripts/test.sh (make test, CI)
+// starts one and runs go test -tags kube ./sandbox/kube.
 
 package kube
 
