@@ -4,7 +4,7 @@
 // (internal/attacktest's helper, copied into each session's workspace)
 // made from inside kube sessions, each asserting that the attack fails
 // and, where the wall is known, which errno stopped it. What does not
-// apply, and why, is in escapeNotApplicable below.
+// apply, and why, is listed below.
 
 package kube
 
@@ -25,19 +25,24 @@ import (
 	"github.com/agentbox/agentbox/sandbox/seccomp"
 )
 
-// escapeNotApplicable are the native backend's attacks that these tests
-// leave out, with the reason (kept here so that a reader of the suite
-// sees them next to what it does run).
-var escapeNotApplicable = map[string]string{
-	"fork bomb":                 "resources.pids is not claimed (a per-node kubelet setting; the test node sets no podPidsLimit): a fork bomb would exhaust the node",
-	"egress through the proxy":  "network.allowlist is refused by name",
-	"network none reachability": "network.none is claimed only when the cluster enforces NetworkPolicies (Options.NetworkPolicyEnforced)",
-	"read-only and deny paths":  "filesystem.read_only and filesystem.deny are refused by name",
-	"root inside the sandbox":   "user 0 is refused (runAsNonRoot); every attack runs as uid 1000",
-	"host descriptors, host binary, host state files, planted setuid-root files": "a Pod is started by the node's runtime, not by this process: no descriptor, binary or state file of agentbox's is in it, and a host directory cannot be mounted in",
-	"ptrace of the session's own init":                                           "the init is the session's own sh, with the commands' uid, in the Pod's pid namespace: nothing outside the session is reached",
-	"TIOCSTI":                                                                    "the terminal is the exec stream's pty, which only the session's own commands read",
-}
+// The native backend's attacks that do not apply to a Pod, and why:
+//   - a fork bomb: resources.pids is not claimed (a per-node kubelet
+//     setting; the test node sets no podPidsLimit), and one would
+//     exhaust the node;
+//   - egress through the proxy: network.allowlist is refused by name;
+//   - reaching the network with network none: the part is claimed only
+//     with Options.NetworkPolicyEnforced (the NetworkPolicy tests cover
+//     it);
+//   - read-only and deny paths: refused by name;
+//   - root inside the sandbox: user 0 is refused (runAsNonRoot), so
+//     every attack runs as uid 1000;
+//   - host descriptors, the host agentbox binary and state files,
+//     planted setuid-root files: the node's runtime starts the Pod, not
+//     this process, and no host directory can be mounted in;
+//   - ptrace of the session's init: it is the session's own sh, with the
+//     commands' uid, in the Pod's pid namespace;
+//   - TIOCSTI: an exec's terminal is a pty in the Pod that only the
+//     session's own commands read.
 
 // kubeletDir is the test node's kubelet root directory (kube-up.sh's):
 // $AGENTBOX_KUBELET_DIR, else /var/lib/agentbox-kube/kubelet.
