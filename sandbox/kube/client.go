@@ -113,7 +113,21 @@ func New(opts Options) (*Client, error) {
 	}
 	c.version = versionOf(v)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("%w (create it with: kubectl create namespace %s)", err, ns)
+		}
 		return nil, sandbox.Wrap("kube: namespace "+ns, kindOf(err), err)
+	}
+	// A RuntimeClass the cluster lacks would fail every Pod's admission:
+	// say so now. A client that may not read RuntimeClasses finds out at
+	// the first Create.
+	if rc := opts.RuntimeClass; rc != "" {
+		if _, err := cs.NodeV1().RuntimeClasses().Get(ctx, rc, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
+			if apierrors.IsNotFound(err) {
+				err = fmt.Errorf("%w (kubectl get runtimeclass lists the cluster's; a RuntimeClass names a handler the nodes' runtime has, such as runsc for gVisor)", err)
+			}
+			return nil, sandbox.Wrap("kube: runtime class "+rc, kindOf(err), err)
+		}
 	}
 	return c, nil
 }
@@ -200,3 +214,9 @@ func (c *Client) Notes() []string {
 		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny, network.allowlist; a host workspace or mount is refused")
 	return notes
 }
+
+// RemoteWorkspaces is true: a session's workspace is an emptyDir in its
+// Pod, never a directory of this host, so the agent runner copies a
+// manifest's files in through the session (WriteFile) instead of handing
+// over a host directory.
+func (c *Client) RemoteWorkspaces() bool { return true }
