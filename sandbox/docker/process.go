@@ -145,6 +145,11 @@ const (
 	// exitLag bounds the wait for the engine to note an exit once the
 	// attach stream ended.
 	exitLag = time.Second
+	// containerLag bounds the wait for the engine to note that a
+	// container's init died: it does so a moment after the kernel
+	// killed every process in the container, and until then it calls
+	// the container running and takes execs that cannot start.
+	containerLag = 5 * time.Second
 	// maxMarker is past the longest line a wrapper prints.
 	maxMarker = 128
 )
@@ -170,10 +175,11 @@ type process struct {
 	copied         chan struct{} // the attach stream ended
 	copyErr        error
 
-	launchMu sync.Mutex
-	launch   int    // launchPending ... launchUnknown
-	pid      int    // the command's pid in the container, from the wrapper
-	started  string // its starttime, from the wrapper
+	launchMu  sync.Mutex
+	launch    int    // launchPending ... launchUnknown
+	pid       int    // the command's pid in the container, from the wrapper
+	started   string // its starttime, from the wrapper
+	unstarted string // why a command refused without a Kill never ran
 
 	killed     atomic.Bool
 	killEnded  atomic.Int64  // when Kill returned (unix nanoseconds), or 0
@@ -447,6 +453,9 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	}
 	p.conn.Close()
 	st, err := p.exitStatus(ctx)
+	if err == nil {
+		st, err = p.checkStarted(ctx, st)
+	}
 	if p.s.proxy != nil {
 		if d := p.s.proxy.Denials(); len(d) > p.denials0 {
 			for _, line := range d[p.denials0:] {
@@ -469,6 +478,31 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	}
 	p.status, p.waitErr = &st, err
 	return st, err
+}
+
+// checkStarted turns the exit of a command that never ran into an error:
+// the exit code is the engine's (126 for an exec it could not start), not
+// the command's. Most often the container died and the engine has not
+// noted it yet; the error then says how the container went, as the next
+// call would. A terminal exec whose line never came may have run, so it
+// gets an error only when its container is gone.
+func (p *process) checkStarted(ctx context.Context, st sandbox.ExitStatus) (sandbox.ExitStatus, error) {
+	why, unknown := p.notStarted()
+	if why == "" && !unknown {
+		return st, nil
+	}
+	if err := p.s.goneWithin(ctx, containerLag); err != nil {
+		return sandbox.ExitStatus{ExitCode: -1}, err
+	}
+	if unknown {
+		return st, nil
+	}
+	if n := p.s.spec.Policy.Resources.Pids; n > 0 {
+		// The engine's words for it do not say so.
+		why += fmt.Sprintf(" (one cause: the session's limit of %d processes and threads is full)", n)
+	}
+	return sandbox.ExitStatus{ExitCode: -1}, sandbox.Wrap("docker: exec in container "+shortID(p.s.containerID), nil,
+		fmt.Errorf("the engine did not start the command (exit code %d): %s", st.ExitCode, why))
 }
 
 func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
@@ -532,12 +566,19 @@ func (s *session) describeExit(ctx context.Context, code int, killedByUs bool) (
 			st.OOMKilled = true
 			st.Violations = append(st.Violations, sandbox.OOMViolation(s.spec.Policy.Resources.MemoryBytes))
 		case err != nil:
-			// The container may have died meanwhile (the next call
-			// says so), or a root command stopped the probe (it runs
-			// as root too: asking the engine about the container
-			// then waits on the stopped exec). Only the kernel's
-			// counter may say OOM: the result names no cause rather
-			// than a guess.
+			// The container may have died meanwhile (the engine
+			// notes it a moment later: then this result says so), or
+			// a root command stopped the probe (it runs as root too:
+			// asking the engine about the container then waits on
+			// the stopped exec). Only the kernel's counter may say
+			// OOM: the result names no cause rather than a guess.
+			if !errors.Is(err, context.DeadlineExceeded) {
+				// A probe given up on says nothing of the container,
+				// and the engine may not answer while it is stopped.
+				if gone := s.goneWithin(ctx, containerLag); gone != nil {
+					return st, gone
+				}
+			}
 			s.c.log.Warn("docker: a SIGKILL agentbox did not send ended a command, and the container's OOM counter could not be read", "session", s.id, "err", err)
 		}
 	}

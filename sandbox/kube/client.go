@@ -34,6 +34,14 @@ type Options struct {
 	// RuntimeClass, when set, is every Pod's runtimeClassName (gVisor,
 	// Kata): the cluster must have it.
 	RuntimeClass string
+	// SeccompProfile, when set, is the Pods' seccomp profile: the path,
+	// relative to the kubelet's seccomp directory (<root-dir>/seccomp),
+	// of agentbox's profile (sandbox/seccomp's Profile, the docker
+	// backend's) that the operator installed on every node. Empty means
+	// RuntimeDefault, the runtime's own, which varies: containerd 1.6's
+	// allows io_uring, agentbox's refuses it with the rest of its
+	// denied calls. A node without the file fails the Pod's start.
+	SeccompProfile string
 	// Image is the default image when a Spec names none; default
 	// DefaultImage.
 	Image string
@@ -176,6 +184,11 @@ func (c *Client) Notes() []string {
 		notes = append(notes, "runtime class "+c.opts.RuntimeClass+" (the cluster's RuntimeClass object says which runtime)")
 	} else {
 		notes = append(notes, "no runtime class: the node's default runtime (runc shares the node's kernel)")
+	}
+	if c.opts.SeccompProfile != "" {
+		notes = append(notes, "seccomp: agentbox's profile, installed on the nodes as "+c.opts.SeccompProfile)
+	} else {
+		notes = append(notes, "seccomp: the runtime's default profile (RuntimeDefault), which may allow calls agentbox's refuses (io_uring on containerd 1.6)")
 	}
 	if c.opts.NetworkPolicyEnforced {
 		notes = append(notes, "network.none: a deny-all NetworkPolicy, which the operator says the cluster enforces (not proved per session)")

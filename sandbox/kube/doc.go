@@ -10,8 +10,10 @@
 //
 // The container runs as the session's uid (runAsNonRoot), with no
 // capabilities, allowPrivilegeEscalation false, a read-only root
-// filesystem, the runtime's default seccomp profile, memory and cpu
-// limits, and an optional RuntimeClass (gVisor, Kata). The workspace is an
+// filesystem, a seccomp profile (the runtime's default, or agentbox's own
+// when Options.SeccompProfile names where the operator installed it on the
+// nodes: containerd 1.6's default allows io_uring, agentbox's does not),
+// memory and cpu limits, and an optional RuntimeClass (gVisor, Kata). The workspace is an
 // emptyDir at the workdir (memory-backed and bounded when the policy sets
 // a disk limit), /tmp another; activeDeadlineSeconds carries the session
 // timeout. Files move through exec (cat, find, tar) inside the Pod, so
@@ -33,6 +35,10 @@
 // of silence per create (docs/SCALE.md has the figures). A host directory
 // as the workspace, host mounts, read-only and deny paths, a pids limit
 // and the egress allow-list are refused by name.
+//
+// The escape tests that apply to a Pod (the native backend's attack
+// helper, internal/attacktest, run inside sessions) are in escape_test.go
+// and escape_reach_test.go, with the ones that do not apply and why.
 //
 // Pods carry the labels app.kubernetes.io/managed-by=agentbox,
 // agentbox.session, agentbox.owner-host and agentbox.owner-pid; GC removes
