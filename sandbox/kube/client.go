@@ -45,10 +45,12 @@ type Options struct {
 	// Image is the default image when a Spec names none; default
 	// DefaultImage.
 	Image string
-	// NetworkPolicyEnforced says the operator knows that the cluster
+	// NetworkPolicyEnforced says the operator vouches that the cluster
 	// enforces NetworkPolicies (a CNI or a controller that implements
-	// them). Only then does the backend claim network.none, which it
-	// implements as a deny-all policy. The API cannot tell.
+	// them), so that network-none sessions skip the proof of their
+	// deny-all policy (see netproof.go): faster creates, and images
+	// without python3, at the price of trusting the claim, and the
+	// enforcer's lag in applying a new policy.
 	NetworkPolicyEnforced bool
 	// Snapshots stores workspace snapshots; it must also import tar
 	// streams (snapshot.Store does). Nil disables Session.Snapshot and
@@ -172,19 +174,17 @@ func (c *Client) Cluster() string {
 // default seccomp profile), memory and cpu (container limits), disk (the
 // workspace is a tmpfs emptyDir of the asked size), timeouts (the command's
 // session killed through exec; the session's by activeDeadlineSeconds) and
-// the output cap. network.none only with Options.NetworkPolicyEnforced.
-// Not pids (a per-node kubelet setting), read-only or deny paths, nor the
-// egress allow-list.
+// the output cap; and network.none, as a deny-all NetworkPolicy that each
+// session proves holds before Create returns (a cluster that does not
+// enforce it gets the part refused then), or that the operator vouches
+// for (Options.NetworkPolicyEnforced). Not pids (a per-node kubelet
+// setting), read-only or deny paths, nor the egress allow-list.
 func (c *Client) Enforces() []sandbox.Part {
-	parts := []sandbox.Part{
+	return []sandbox.Part{
 		sandbox.PartFilesystem, sandbox.PartProcesses, sandbox.PartIdentity,
 		sandbox.PartMemory, sandbox.PartCPU, sandbox.PartDisk,
-		sandbox.PartTimeout, sandbox.PartOutput,
+		sandbox.PartTimeout, sandbox.PartOutput, sandbox.PartNetworkNone,
 	}
-	if c.opts.NetworkPolicyEnforced {
-		parts = append(parts, sandbox.PartNetworkNone)
-	}
-	return parts
 }
 
 // Close releases the client; sessions keep running.
@@ -205,9 +205,9 @@ func (c *Client) Notes() []string {
 		notes = append(notes, "seccomp: the runtime's default profile (RuntimeDefault), which may allow calls agentbox's refuses (io_uring on containerd 1.6)")
 	}
 	if c.opts.NetworkPolicyEnforced {
-		notes = append(notes, "network.none: a deny-all NetworkPolicy, which the operator says the cluster enforces")
+		notes = append(notes, "network.none: a deny-all NetworkPolicy, which the operator says the cluster enforces (not proved per session)")
 	} else {
-		notes = append(notes, "network.none not claimed: a deny-all NetworkPolicy is written, but nothing confirms the cluster enforces it")
+		notes = append(notes, fmt.Sprintf("network.none: a deny-all NetworkPolicy that each session proves before it is handed out: its Pod reaches its node's kubelet (port %d) without the policy and no longer with it; where that fails (no enforcer, no python3 in the image) the part is refused", kubeletPort))
 	}
 	notes = append(notes,
 		"resources.disk: the workspace is a memory-backed emptyDir of the asked size (counted toward memory)",

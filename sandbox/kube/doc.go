@@ -22,11 +22,19 @@
 // archive as untrusted.
 //
 // For network none the backend writes a NetworkPolicy that denies all
-// ingress and egress of the Pod, but it claims network.none only when
-// Options.NetworkPolicyEnforced says the cluster enforces NetworkPolicies
-// (nothing in the API says so). A host directory as the workspace, host
-// mounts, read-only and deny paths, a pids limit and the egress allow-list
-// are refused by name.
+// ingress and egress of the Pod, and proves it holds before Create
+// returns, per session (netproof.go): nothing in the API says whether a
+// cluster enforces NetworkPolicies, nor when its enforcer has applied a
+// new one. A probe in the Pod (python3, from the image) connects to its
+// node's kubelet before the policy exists, which must answer quickly,
+// then again after it is written until the connect gets no answer; until
+// then the Pod has run only its init. Where the proof fails (no enforcer,
+// no python3) network.none is refused by name, or granted with a warning
+// under AllowWeaker. Options.NetworkPolicyEnforced skips the proof: the
+// operator vouches for the cluster. The proof costs one exec and a second
+// of silence per create (docs/SCALE.md has the figures). A host directory
+// as the workspace, host mounts, read-only and deny paths, a pids limit
+// and the egress allow-list are refused by name.
 //
 // The escape tests that apply to a Pod (the native backend's attack
 // helper, internal/attacktest, run inside sessions) are in escape_test.go
