@@ -50,10 +50,16 @@ func TestKubeExecRunsTheCommandInAPod(t *testing.T) {
 			t.Fatalf("exit %d, want 7 and the Pod's init as pid 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
 	})
-	t.Run("without --allow-weaker the parts kube does not claim are named", func(t *testing.T) {
+	t.Run("the default pids limit is refused by name", func(t *testing.T) {
 		r := runEnv(t, os.Environ(), "exec", "--backend", "kube", "--kubeconfig", kc, "--", "true")
-		if r.code != 125 || !strings.Contains(r.stderr, "network.none") || !strings.Contains(r.stderr, "resources.pids") {
-			t.Fatalf("exit %d, want 125 naming network.none and resources.pids\nstderr: %s", r.code, r.stderr)
+		if r.code != 125 || !strings.Contains(r.stderr, "resources.pids") {
+			t.Fatalf("exit %d, want 125 naming resources.pids\nstderr: %s", r.code, r.stderr)
+		}
+	})
+	t.Run("with --pids 0 the default policy runs, network none included", func(t *testing.T) {
+		r := runEnv(t, os.Environ(), "exec", "--backend", "kube", "--kubeconfig", kc, "--pids", "0", "--", "echo", "hi")
+		if r.code != 0 || r.stdout != "hi\n" {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
 	})
 	t.Run("KUBECONFIG serves as well as --kubeconfig", func(t *testing.T) {
@@ -133,7 +139,7 @@ func TestKubeBackendsShowsTheClusterItSees(t *testing.T) {
 func TestKubeRunPromotesAScriptedAgentsOutputsFromAPod(t *testing.T) {
 	kc := kubeCluster(t)
 	dir := agentDir(t, "3 rows", true)
-	r := runEnv(t, os.Environ(), "run", "--backend", "kube", "--kubeconfig", kc, "--namespace", "default", "--allow-weaker",
+	r := runEnv(t, os.Environ(), "run", "--backend", "kube", "--kubeconfig", kc, "--namespace", "default",
 		"--agent", filepath.Join(dir, "agent.yaml"), "--trace", filepath.Join(dir, "trace.jsonl"), "count the rows")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "rows: 3" {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -158,7 +164,7 @@ func TestKubeServeRunsTenantsSessionsAsPods(t *testing.T) {
 		t.Fatalf("exit %d, want the Pod's init as pid 1\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	_, stderr, code = e.cli(tok, "exec", "--backend", "remote", "--", "true")
-	if code != 125 || !strings.Contains(stderr, "network.none") {
-		t.Fatalf("without --allow-weaker: exit %d, want 125 naming network.none\nstderr: %s", code, stderr)
+	if code != 125 || !strings.Contains(stderr, "resources.pids") {
+		t.Fatalf("the default pids limit: exit %d, want 125 naming resources.pids\nstderr: %s", code, stderr)
 	}
 }

@@ -30,9 +30,9 @@ import (
 //     setting; the test node sets no podPidsLimit), and one would
 //     exhaust the node;
 //   - egress through the proxy: network.allowlist is refused by name;
-//   - reaching the network with network none: the part is claimed only
-//     with Options.NetworkPolicyEnforced (the NetworkPolicy tests cover
-//     it);
+//   - reaching the network with network none: the deny-all policy each
+//     session proves at create, tested in netproof_test.go and by the
+//     conformance suite (NetworkNoneByPolicy);
 //   - read-only and deny paths: refused by name;
 //   - root inside the sandbox: user 0 is refused (runAsNonRoot), so
 //     every attack runs as uid 1000;
