@@ -109,6 +109,12 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 			if !spec.AllowWeaker {
 				return fail(sandbox.Errorf(sandbox.ErrPolicyUnsupported, "%s: network.none: the deny-all NetworkPolicy of pod %s is not proved: %s", op, pod.Name, np.why))
 			}
+			// The proof may have failed before it wrote the policy: the
+			// weakened session still gets it.
+			_, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, c.denyAll(id, spec.Detached), metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
+			}
 			c.log.Warn("kube: network.none weakened (allow-weaker): the deny-all NetworkPolicy is written but not proved", "pod", pod.Name, "why", np.why)
 		} else if err != nil {
 			return fail(err)

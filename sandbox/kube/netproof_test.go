@@ -232,3 +232,30 @@ func startEnforcer(t *testing.T, argv []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestNetworkNoneWithoutAProbeIsRefused: a session whose probe cannot run
+// (no python3 on its PATH) has network none refused, naming why; under
+// AllowWeaker it runs with its deny-all policy written all the same.
+func TestNetworkNoneWithoutAProbeIsRefused(t *testing.T) {
+	c := testClient(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := sandbox.Spec{Env: map[string]string{"PATH": "/nowhere"}}
+	sess, err := c.Create(ctx, spec)
+	if err == nil {
+		sess.Close(ctx)
+		t.Fatal("network none granted without a proof")
+	}
+	if !errors.Is(err, sandbox.ErrPolicyUnsupported) || !strings.Contains(err.Error(), "network.none") || !strings.Contains(err.Error(), "python3") {
+		t.Errorf("refusal %v: want ErrPolicyUnsupported naming network.none and python3", err)
+	}
+	spec.AllowWeaker = true
+	sess, err = c.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("allow-weaker: %v", err)
+	}
+	defer sess.Close(ctx)
+	if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Get(ctx, podName(sess.ID()), metav1.GetOptions{}); err != nil {
+		t.Errorf("the weakened session has no deny-all policy: %v", err)
+	}
+}
