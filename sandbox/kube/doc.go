@@ -30,7 +30,8 @@
 // then again after it is written until the connect gets no answer; until
 // then the Pod has run only its init. Where the proof fails (no enforcer,
 // no python3) network.none is refused by name, or granted with a warning
-// under AllowWeaker. Options.NetworkPolicyEnforced skips the proof: the
+// under AllowWeaker. The probe is the image's own python3: a hostile image
+// could fake its answer (netproof.go says what that leaves open). Options.NetworkPolicyEnforced skips the proof: the
 // operator vouches for the cluster. The proof costs one exec and a second
 // of silence per create (docs/SCALE.md has the figures). A host directory
 // as the workspace, host mounts, read-only and deny paths, a pids limit

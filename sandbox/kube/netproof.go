@@ -32,6 +32,14 @@ import (
 // fast (at most controlLimit, a tenth of probeSilence) moments before on
 // the same path, from the same Pod. A target that does not answer the
 // control proves nothing, and the part is refused.
+//
+// What the proof trusts: the probe is the image's python3, run before any
+// command of the session. An image built to lie (a python3 that prints
+// "silent") can fake it, as silence can always be faked from inside; so
+// the proof holds against a cluster that does not enforce, not against a
+// hostile image on such a cluster. Probing from a container of the
+// operator's image in the Pod's network namespace (an ephemeral
+// container) would close that.
 const (
 	kubeletPort  = 10250
 	controlLimit = 100 * time.Millisecond
