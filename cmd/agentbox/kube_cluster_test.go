@@ -5,7 +5,9 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -166,5 +168,43 @@ func TestKubeServeRunsTenantsSessionsAsPods(t *testing.T) {
 	_, stderr, code = e.cli(tok, "exec", "--backend", "remote", "--", "true")
 	if code != 125 || !strings.Contains(stderr, "resources.pids") {
 		t.Fatalf("the default pids limit: exit %d, want 125 naming resources.pids\nstderr: %s", code, stderr)
+	}
+}
+
+// A session made with session create is reached again by the commands
+// that name it (exec --session, session ls, session rm) on the cluster it
+// was made on, without its flags and from another directory: the CLI's
+// registry keeps the kubeconfig's absolute path.
+func TestKubeSessionIsReachedAgainOnItsCluster(t *testing.T) {
+	kc := kubeCluster(t)
+	dir := t.TempDir()
+	b, err := os.ReadFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "my.kubeconfig"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "AGENTBOX_HOME="+t.TempDir(), "KUBECONFIG=")
+	create := exec.Command(agentboxBinary(t), "session", "create", "--backend", "kube", "--kubeconfig", "my.kubeconfig", "--namespace", "default", "--pids", "0")
+	create.Dir, create.Env = dir, env
+	out, err := create.Output()
+	id := strings.TrimSpace(string(out))
+	if err != nil || id == "" {
+		t.Fatalf("session create: %q, %v", out, err)
+	}
+	rm := func() cliResult { return runEnv(t, env, "session", "rm", id) }
+	defer rm()
+	if r := runEnv(t, env, "exec", "--session", id, "--", "sh", "-c", `tr '\0' ' ' </proc/1/cmdline`); r.code != 0 || !strings.Contains(r.stdout, podInit) {
+		t.Fatalf("exec --session: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runEnv(t, env, "session", "ls"); !regexp.MustCompile(id + `\s+kube\s+running`).MatchString(r.stdout) {
+		t.Errorf("session ls does not say the session runs:\n%s%s", r.stdout, r.stderr)
+	}
+	if r := rm(); r.code != 0 {
+		t.Fatalf("session rm: exit %d: %s", r.code, r.stderr)
+	}
+	if r := runEnv(t, env, "session", "ls"); strings.Contains(r.stdout, id) {
+		t.Errorf("session rm left the session listed:\n%s", r.stdout)
 	}
 }

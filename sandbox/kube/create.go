@@ -238,6 +238,32 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 	return &session{c: c, id: st.ID, spec: spec, uid: uid, h: h, snapshot: st.Snapshot, created: st.CreatedAt}, nil
 }
 
+// Status says whether the Pod st names runs ("running"), can no longer
+// run or is gone ("gone"), or is neither yet ("unknown"), for agentbox
+// session ls and gc.
+func (c *Client) Status(ctx context.Context, st sandbox.State) (string, error) {
+	h, err := c.handlesOf(st)
+	if err != nil {
+		return "", err
+	}
+	p, err := c.cs.CoreV1().Pods(h.Namespace).Get(ctx, h.Pod, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "gone", nil
+	case err != nil:
+		return "", sandbox.Wrap("kube: status of "+st.String(), kindOf(err), err)
+	case h.UID != "" && string(p.UID) != h.UID || p.DeletionTimestamp != nil:
+		return "gone", nil
+	}
+	switch done, why := runningOrFailed(p); {
+	case done && why == nil:
+		return "running", nil
+	case done:
+		return "gone", nil
+	}
+	return "unknown", nil
+}
+
 // Rebuild makes a new session from the latest snapshot of the one st
 // describes (its emptyDir workspace went with its Pod).
 func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
