@@ -62,7 +62,9 @@ type BackendOptions struct {
 // (empty: $KUBECONFIG, then ~/.kube/config), --namespace (empty: the
 // kubeconfig's) and --runtime-class (empty: the node's default runtime).
 type KubeOptions struct {
-	Kubeconfig, Namespace, RuntimeClass string
+	Kubeconfig   string `json:"kubeconfig,omitempty"`
+	Namespace    string `json:"namespace,omitempty"`
+	RuntimeClass string `json:"runtime_class,omitempty"`
 }
 
 // Backend makes a backend's client.

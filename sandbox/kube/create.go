@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -30,8 +31,8 @@ type handles struct {
 }
 
 // Create starts a session: its Pod (and, for network none, a deny-all
-// NetworkPolicy), seeded from spec.Snapshot when set, and waits until the
-// Pod runs.
+// NetworkPolicy that the session proves holds, see netproof.go), seeded
+// from spec.Snapshot when set, and waits until the Pod runs.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	const op = "kube: create"
 	if spec.Workdir == "" {
@@ -88,13 +89,36 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 		_ = c.deleteObjects(cctx, s.h.Namespace, id)
 		return nil, err
 	}
-	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkNone {
+	none := spec.Policy.Network.EffectiveMode() == sandbox.NetworkNone
+	if none && c.opts.NetworkPolicyEnforced {
+		// The operator vouches for the cluster: the policy exists before
+		// the Pod starts, and nothing is proved.
 		if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, c.denyAll(id, spec.Detached), metav1.CreateOptions{}); err != nil {
 			return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
 		}
 	}
-	if err := c.waitRunning(ctx, pod); err != nil {
+	running, err := c.waitRunning(ctx, pod)
+	if err != nil {
 		return fail(err)
+	}
+	if none && !c.opts.NetworkPolicyEnforced {
+		// Until the proof returns, the Pod runs only its init: no command
+		// of the session has run yet (see netproof.go).
+		var np *errNotProved
+		if err := s.proveDenyAll(ctx, running); errors.As(err, &np) {
+			if !spec.AllowWeaker {
+				return fail(sandbox.Errorf(sandbox.ErrPolicyUnsupported, "%s: network.none: the deny-all NetworkPolicy of pod %s is not proved: %s", op, pod.Name, np.why))
+			}
+			// The proof may have failed before it wrote the policy: the
+			// weakened session still gets it.
+			_, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, c.denyAll(id, spec.Detached), metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
+			}
+			c.log.Warn("kube: network.none weakened (allow-weaker): the deny-all NetworkPolicy is written but not proved", "pod", pod.Name, "why", np.why)
+		} else if err != nil {
+			return fail(err)
+		}
 	}
 	if spec.Snapshot != "" {
 		if err := s.restore(ctx, spec.Snapshot); err != nil {
@@ -108,41 +132,41 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 // waitRunning watches pod until its container runs; a Pod that fails,
 // ends or cannot start (an image that is missing, a RuntimeClass the node
 // lacks) is an error saying why.
-func (c *Client) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+func (c *Client) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	op := "kube: start pod " + pod.Name
 	w, err := c.cs.CoreV1().Pods(pod.Namespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
 		ResourceVersion: pod.ResourceVersion,
 	})
 	if err != nil {
-		return sandbox.Wrap(op, kindOf(err), err)
+		return nil, sandbox.Wrap(op, kindOf(err), err)
 	}
 	defer w.Stop()
 	last := pod
 	for {
 		if done, err := runningOrFailed(last); done {
 			if err != nil {
-				return sandbox.Wrap(op, sandbox.ErrUnavailable, err)
+				return nil, sandbox.Wrap(op, sandbox.ErrUnavailable, err)
 			}
-			return nil
+			return last, nil
 		}
 		select {
 		case <-ctx.Done():
-			return sandbox.Wrap(op, sandbox.ErrTimeout, fmt.Errorf("%w; the pod: %s", ctx.Err(), describePod(last)))
+			return nil, sandbox.Wrap(op, sandbox.ErrTimeout, fmt.Errorf("%w; the pod: %s", ctx.Err(), describePod(last)))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				// The watch ended (a server timeout): look once and watch again.
 				p, err := c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 				if err != nil {
-					return sandbox.Wrap(op, kindOf(err), err)
+					return nil, sandbox.Wrap(op, kindOf(err), err)
 				}
 				return c.waitRunning(ctx, p)
 			}
 			switch ev.Type {
 			case watch.Deleted:
-				return sandbox.Errorf(sandbox.ErrGone, "%s: deleted while starting", op)
+				return nil, sandbox.Errorf(sandbox.ErrGone, "%s: deleted while starting", op)
 			case watch.Error:
-				return sandbox.Wrap(op, sandbox.ErrUnavailable, apierrors.FromObject(ev.Object))
+				return nil, sandbox.Wrap(op, sandbox.ErrUnavailable, apierrors.FromObject(ev.Object))
 			}
 			if p, ok := ev.Object.(*corev1.Pod); ok {
 				last = p
@@ -212,6 +236,32 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		return nil, err
 	}
 	return &session{c: c, id: st.ID, spec: spec, uid: uid, h: h, snapshot: st.Snapshot, created: st.CreatedAt}, nil
+}
+
+// Status says whether the Pod st names runs ("running"), can no longer
+// run or is gone ("gone"), or is neither yet ("unknown"), for agentbox
+// session ls and gc.
+func (c *Client) Status(ctx context.Context, st sandbox.State) (string, error) {
+	h, err := c.handlesOf(st)
+	if err != nil {
+		return "", err
+	}
+	p, err := c.cs.CoreV1().Pods(h.Namespace).Get(ctx, h.Pod, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "gone", nil
+	case err != nil:
+		return "", sandbox.Wrap("kube: status of "+st.String(), kindOf(err), err)
+	case h.UID != "" && string(p.UID) != h.UID || p.DeletionTimestamp != nil:
+		return "gone", nil
+	}
+	switch done, why := runningOrFailed(p); {
+	case done && why == nil:
+		return "running", nil
+	case done:
+		return "gone", nil
+	}
+	return "unknown", nil
 }
 
 // Rebuild makes a new session from the latest snapshot of the one st

@@ -106,6 +106,10 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 		}
 	}
 	tmpLimit := resource.MustParse("64Mi")
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	if c.opts.SeccompProfile != "" {
+		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &c.opts.SeccompProfile}
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        podName(id),
@@ -120,7 +124,7 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 			TerminationGracePeriodSeconds: ptr(int64(0)),
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: &t,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				SeccompProfile: seccomp,
 			},
 			Containers: []corev1.Container{{
 				Name:            container,
@@ -136,7 +140,7 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 					ReadOnlyRootFilesystem:   &t,
 					Privileged:               &f,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					SeccompProfile:           seccomp,
 				},
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: workdir},
