@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/egress"
 )
 
 // Name is the backend's name in State and on the command line.
@@ -52,6 +53,14 @@ type Options struct {
 	// ephemeral containers or python3 in Image, at the price of trusting
 	// the claim, and the enforcer's lag in applying a new policy.
 	NetworkPolicyEnforced bool
+	// EgressAddress is an address of this host that the cluster's Pods
+	// reach without address translation; the egress proxies of sessions
+	// with a network allow-list listen there (egress.go). Empty: the
+	// allow-list is refused.
+	EgressAddress string
+	// EgressUpstream is how the egress proxies reach upstreams; the zero
+	// value is the real network. For tests.
+	EgressUpstream egress.Upstream
 	// Snapshots stores workspace snapshots; it must also import tar
 	// streams (snapshot.Store does). Nil disables Session.Snapshot and
 	// seeding from a snapshot.
@@ -177,14 +186,20 @@ func (c *Client) Cluster() string {
 // the output cap; and network.none, as a deny-all NetworkPolicy that each
 // session proves holds before Create returns (a cluster that does not
 // enforce it gets the part refused then), or that the operator vouches
-// for (Options.NetworkPolicyEnforced). Not pids (a per-node kubelet
-// setting), read-only or deny paths, nor the egress allow-list.
+// for (Options.NetworkPolicyEnforced); the egress allow-list when
+// Options.EgressAddress says where its proxies listen (egress.go). Not pids
+// (a per-node kubelet setting), read-only or deny paths, nor TLS
+// inspection.
 func (c *Client) Enforces() []sandbox.Part {
-	return []sandbox.Part{
+	parts := []sandbox.Part{
 		sandbox.PartFilesystem, sandbox.PartProcesses, sandbox.PartIdentity,
 		sandbox.PartMemory, sandbox.PartCPU, sandbox.PartDisk,
 		sandbox.PartTimeout, sandbox.PartOutput, sandbox.PartNetworkNone,
 	}
+	if c.opts.EgressAddress != "" {
+		parts = append(parts, sandbox.PartNetworkAllowList)
+	}
+	return parts
 }
 
 // Close releases the client; sessions keep running.
@@ -209,9 +224,14 @@ func (c *Client) Notes() []string {
 	} else {
 		notes = append(notes, fmt.Sprintf("network.none: a deny-all NetworkPolicy that each session proves before it is handed out: from an ephemeral container of %s, its Pod reaches its node's kubelet (port %d) without the policy and no longer with it; where that fails (no enforcer, no ephemeral containers, no python3 in that image) the part is refused", c.opts.Image, kubeletPort))
 	}
+	if c.opts.EgressAddress != "" {
+		notes = append(notes, "network.allowlist: each session's egress proxy listens on "+c.opts.EgressAddress+" and serves only its Pod's address; the Pod's NetworkPolicy admits only that address and port, proved as network.none's; no TLS inspection (network.inspect); a session resumed in another process has no proxy and is refused")
+	} else {
+		notes = append(notes, "network.allowlist not enforced: no --egress-address (an address of this host the Pods reach) for the egress proxies")
+	}
 	notes = append(notes,
 		"resources.disk: the workspace is a memory-backed emptyDir of the asked size (counted toward memory)",
-		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny, network.allowlist; a host workspace or mount is refused")
+		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny, network.inspect; a host workspace or mount is refused")
 	return notes
 }
 

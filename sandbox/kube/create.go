@@ -76,24 +76,42 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
+	mode := spec.Policy.Network.EffectiveMode()
+	var link *egressLink
+	if mode == sandbox.NetworkAllowList && c.opts.EgressAddress != "" {
+		// (Without an egress address, sandbox.Check has refused the
+		// allow-list, or AllowWeaker runs the Pod with its network open,
+		// as it did before there was an allow-list here.)
+		if link, err = c.startEgress(spec); err != nil {
+			return nil, err
+		}
+	}
 	pods := c.cs.CoreV1().Pods(c.ns)
 	pod, err := pods.Create(ctx, c.podFor(id, spec, uid, gid), metav1.CreateOptions{})
 	if err != nil {
+		link.close()
 		return nil, sandbox.Wrap(op+" pod", kindOf(err), err)
 	}
-	s := &session{c: c, id: id, spec: spec, uid: uid, created: pod.CreationTimestamp.Time,
+	s := &session{c: c, id: id, spec: spec, uid: uid, created: pod.CreationTimestamp.Time, egress: link,
 		h: handles{Namespace: c.ns, Pod: pod.Name, UID: string(pod.UID), Server: c.server}}
 	fail := func(err error) (sandbox.Session, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = c.deleteObjects(cctx, s.h.Namespace, id)
+		link.close()
 		return nil, err
 	}
-	none := spec.Policy.Network.EffectiveMode() == sandbox.NetworkNone
+	// Network none and the allow-list are both a policy that denies all
+	// but (for the allow-list) the session's egress proxy.
+	none := mode == sandbox.NetworkNone || link != nil
+	part := "network.none"
+	if link != nil {
+		part = "network.allowlist"
+	}
 	if none && c.opts.NetworkPolicyEnforced {
 		// The operator vouches for the cluster: the policy exists before
 		// the Pod starts, and nothing is proved.
-		if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, c.denyAll(id, spec.Detached), metav1.CreateOptions{}); err != nil {
+		if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, s.policy(), metav1.CreateOptions{}); err != nil {
 			return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
 		}
 	}
@@ -122,17 +140,22 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 		var np *errNotProved
 		if errors.As(err, &np) {
 			if !spec.AllowWeaker {
-				return fail(sandbox.Errorf(sandbox.ErrPolicyUnsupported, "%s: network.none: the deny-all NetworkPolicy of pod %s is not proved: %s", op, pod.Name, np.why))
+				return fail(sandbox.Errorf(sandbox.ErrPolicyUnsupported, "%s: %s: the NetworkPolicy of pod %s is not proved: %s", op, part, pod.Name, np.why))
 			}
 			// The proof may have failed before it wrote the policy: the
 			// weakened session still gets it.
-			_, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, c.denyAll(id, spec.Detached), metav1.CreateOptions{})
+			_, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, s.policy(), metav1.CreateOptions{})
 			if err != nil && !apierrors.IsAlreadyExists(err) {
 				return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
 			}
-			c.log.Warn("kube: network.none weakened (allow-weaker): the deny-all NetworkPolicy is written but not proved", "pod", pod.Name, "why", np.why)
+			c.log.Warn("kube: "+part+" weakened (allow-weaker): the NetworkPolicy is written but not proved", "pod", pod.Name, "why", np.why)
 		} else if err != nil {
 			return fail(err)
+		}
+	}
+	if link != nil {
+		if err := link.serve(running.Status.PodIP); err != nil {
+			return fail(sandbox.Wrap(op+" egress proxy", sandbox.ErrUnavailable, err))
 		}
 	}
 	if spec.Snapshot != "" {
@@ -246,6 +269,9 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		return nil, sandbox.Errorf(sandbox.ErrGone, "%s: pod %s/%s does not run: %s", op, h.Namespace, h.Pod, describePod(p))
 	}
 	spec := st.Spec
+	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
+		return nil, sandbox.Errorf(sandbox.ErrUnsupported, "%s: its egress proxy lived in the process that created it; the pod reaches nothing without it: close it and create another", op)
+	}
 	uid, _, err := parseUser(spec.User)
 	if err != nil {
 		return nil, err

@@ -35,9 +35,18 @@
 // name, or granted with a warning under AllowWeaker.
 // Options.NetworkPolicyEnforced skips the proof: the operator vouches for
 // the cluster. The proof costs an ephemeral container's start and a
-// second of silence per create (docs/SCALE.md has the figures). A host directory
-// as the workspace, host mounts, read-only and deny paths, a pids limit
-// and the egress allow-list are refused by name.
+// second of silence per create (docs/SCALE.md has the figures).
+//
+// The egress allow-list (egress.go) runs the session's egress proxy
+// (sandbox/egress: the same host rules and credentials as the other
+// backends) in this process, on Options.EgressAddress; the Pod's policy
+// denies all but TCP to that address and port (proved as above), and the
+// proxy serves only the Pod's address. TLS inspection is not offered (the
+// Pod would need the proxy's CA), and a session resumed in another
+// process has no proxy: Resume refuses it.
+//
+// A host directory as the workspace, host mounts, read-only and deny
+// paths, a pids limit and TLS inspection are refused by name.
 //
 // The escape tests that apply to a Pod (the native backend's attack
 // helper, internal/attacktest, run inside sessions) are in escape_test.go

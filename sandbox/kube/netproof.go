@@ -258,7 +258,7 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 	if r != "open" || control > controlLimit {
 		return &errNotProved{fmt.Sprintf("before the policy, the pod's connect to its node's kubelet at %s gave %s in %s (want an answer within %s): there is nothing to prove the policy against", target, r, control.Round(time.Millisecond), controlLimit)}
 	}
-	if _, err := s.c.cs.NetworkingV1().NetworkPolicies(s.h.Namespace).Create(ctx, s.c.denyAll(s.id, s.spec.Detached), metav1.CreateOptions{}); err != nil {
+	if _, err := s.c.cs.NetworkingV1().NetworkPolicies(s.h.Namespace).Create(ctx, s.policy(), metav1.CreateOptions{}); err != nil {
 		return sandbox.Wrap("kube: create network policy", kindOf(err), err)
 	}
 	written := time.Now()

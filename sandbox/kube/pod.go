@@ -203,6 +203,16 @@ func (c *Client) denyAll(id string, detached bool) *networkingv1.NetworkPolicy {
 	}
 }
 
+// policy is the session's NetworkPolicy: deny-all, but for the egress
+// proxy when the session has an allow-list.
+func (s *session) policy() *networkingv1.NetworkPolicy {
+	np := s.c.denyAll(s.id, s.spec.Detached)
+	if s.egress != nil {
+		np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{s.egress.egressRule()}
+	}
+	return np
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // versionOf reads the gitVersion of the API server's /version answer.

@@ -65,6 +65,11 @@ func (s *session) execArgv(req sandbox.ExecRequest, tag string) ([]string, error
 		}
 	}
 	env := sessionEnv(s.spec)
+	if s.egress != nil {
+		for k, v := range s.egress.env() {
+			env[k] = v
+		}
+	}
 	for k, v := range req.Env {
 		env[k] = v
 	}
