@@ -313,7 +313,13 @@ func (s *session) helperOutput(ctx context.Context, what string, who identity, c
 		}
 		if !insp.Running {
 			if insp.ExitCode != 0 {
-				return out.Bytes(), fmt.Errorf("the %s exited %d: %s", what, insp.ExitCode, strings.TrimSpace(errb.String()))
+				said := strings.TrimSpace(errb.String())
+				if said == "" {
+					// The engine writes why it could not start an
+					// exec to its output.
+					said = strings.TrimSpace(out.String())
+				}
+				return out.Bytes(), fmt.Errorf("the %s exited %d: %s", what, insp.ExitCode, said)
 			}
 			return out.Bytes(), nil
 		}

@@ -48,9 +48,9 @@ type Options struct {
 	// NetworkPolicyEnforced says the operator vouches that the cluster
 	// enforces NetworkPolicies (a CNI or a controller that implements
 	// them), so that network-none sessions skip the proof of their
-	// deny-all policy (see netproof.go): faster creates, and images
-	// without python3, at the price of trusting the claim, and the
-	// enforcer's lag in applying a new policy.
+	// deny-all policy (see netproof.go): faster creates, and no need of
+	// ephemeral containers or python3 in Image, at the price of trusting
+	// the claim, and the enforcer's lag in applying a new policy.
 	NetworkPolicyEnforced bool
 	// Snapshots stores workspace snapshots; it must also import tar
 	// streams (snapshot.Store does). Nil disables Session.Snapshot and
@@ -207,7 +207,7 @@ func (c *Client) Notes() []string {
 	if c.opts.NetworkPolicyEnforced {
 		notes = append(notes, "network.none: a deny-all NetworkPolicy, which the operator says the cluster enforces (not proved per session)")
 	} else {
-		notes = append(notes, fmt.Sprintf("network.none: a deny-all NetworkPolicy that each session proves before it is handed out: its Pod reaches its node's kubelet (port %d) without the policy and no longer with it; where that fails (no enforcer, no python3 in the image) the part is refused", kubeletPort))
+		notes = append(notes, fmt.Sprintf("network.none: a deny-all NetworkPolicy that each session proves before it is handed out: from an ephemeral container of %s, its Pod reaches its node's kubelet (port %d) without the policy and no longer with it; where that fails (no enforcer, no ephemeral containers, no python3 in that image) the part is refused", c.opts.Image, kubeletPort))
 	}
 	notes = append(notes,
 		"resources.disk: the workspace is a memory-backed emptyDir of the asked size (counted toward memory)",

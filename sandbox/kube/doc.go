@@ -28,15 +28,17 @@
 // ingress and egress of the Pod, and proves it holds before Create
 // returns, per session (netproof.go): nothing in the API says whether a
 // cluster enforces NetworkPolicies, nor when its enforcer has applied a
-// new one. A probe in the Pod (python3, from the image) connects to its
-// node's kubelet before the policy exists, which must answer quickly,
-// then again after it is written until the connect gets no answer; until
-// then the Pod has run only its init. Where the proof fails (no enforcer,
-// no python3) network.none is refused by name, or granted with a warning
-// under AllowWeaker. The probe is the image's own python3: a hostile image
-// could fake its answer (netproof.go says what that leaves open). Options.NetworkPolicyEnforced skips the proof: the
-// operator vouches for the cluster. The proof costs one exec and a second
-// of silence per create (docs/SCALE.md has the figures). A host directory
+// new one. A probe in an ephemeral container of the Pod (the operator's
+// image, Options.Image, with python3: never the session's image, which
+// could fake the answer) connects to its node's kubelet before the policy
+// exists, which must answer quickly, then again after it is written until
+// the connect gets no answer; until then the session container has run
+// only its init. Where the proof fails (no enforcer, no ephemeral
+// containers, a probe image without python3) network.none is refused by
+// name, or granted with a warning under AllowWeaker.
+// Options.NetworkPolicyEnforced skips the proof: the operator vouches for
+// the cluster. The proof costs an ephemeral container's start and a
+// second of silence per create (docs/SCALE.md has the figures). A host directory
 // as the workspace, host mounts, read-only and deny paths, a pids limit
 // and the egress allow-list are refused by name.
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/remotecommand"
 
@@ -33,13 +34,14 @@ import (
 // the same path, from the same Pod. A target that does not answer the
 // control proves nothing, and the part is refused.
 //
-// What the proof trusts: the probe is the image's python3, run before any
-// command of the session. An image built to lie (a python3 that prints
-// "silent") can fake it, as silence can always be faked from inside; so
-// the proof holds against a cluster that does not enforce, not against a
-// hostile image on such a cluster. Probing from a container of the
-// operator's image in the Pod's network namespace (an ephemeral
-// container) would close that.
+// The probe runs in an ephemeral container of the Pod (its network
+// namespace, not its processes) from the operator's image
+// (Options.Image), with python3: silence can always be faked from inside,
+// so the code that reports it must not be the session's image. The
+// session container runs only its init meanwhile, without the
+// capabilities to touch the network namespace's routes or filters. The
+// client needs RBAC for pods/ephemeralcontainers and pods/attach; a
+// cluster that refuses them gets network.none refused.
 const (
 	kubeletPort  = 10250
 	controlLimit = 100 * time.Millisecond
@@ -49,13 +51,12 @@ const (
 	enforceWithin = 10 * time.Second
 )
 
-// probeScript runs in the Pod: it tries one connect to $1:$2 with a
-// timeout of $3 seconds, prints the outcome (open, silent, rejected ERRNO)
-// and the microseconds it took, then waits for a line on stdin before the
-// next try, until stdin ends.
+// probeScript runs in the Pod: for each line on stdin it tries one
+// connect to $1:$2 with a timeout of $3 seconds and prints the outcome
+// (open, silent, rejected ERRNO) and the microseconds it took.
 const probeScript = `import socket, sys, time
 host, port, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-while True:
+while sys.stdin.readline():
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     s.settimeout(limit)
     t = time.monotonic()
@@ -71,14 +72,75 @@ while True:
     finally:
         s.close()
     print(r, int((time.monotonic() - t) * 1e6), flush=True)
-    if not sys.stdin.readline():
-        break
 `
 
-// probeArgv runs probeScript with python3, or says "no-python3".
+// probeArgv runs probeScript with python3, or says "no-python3" when
+// asked for the first probe.
 func probeArgv(host string) []string {
-	return []string{"/bin/sh", "-c", `command -v python3 >/dev/null 2>&1 || { echo no-python3; exit 0; }; exec python3 -c "$0" "$@"`,
+	return []string{"/bin/sh", "-c", `command -v python3 >/dev/null 2>&1 || { read -r _; echo no-python3; exit 0; }; exec python3 -c "$0" "$@"`,
 		probeScript, host, strconv.Itoa(kubeletPort), strconv.FormatFloat(probeSilence.Seconds(), 'f', 3, 64)}
+}
+
+// prober is the name of the ephemeral container that probes.
+const prober = "agentbox-netproof"
+
+// addProber adds the ephemeral container that runs the probe to pod: the
+// operator's image (Options.Image), not the session's, so that what the
+// proof runs is not the session's to choose; the session container's
+// security context; and the Pod's network namespace, which is what is
+// proved. It returns once the container runs; one that is not allowed
+// (RBAC) or cannot start is *errNotProved.
+func (s *session) addProber(ctx context.Context, pod *corev1.Pod) error {
+	op := "kube: start the network probe of pod " + pod.Name
+	p := pod.DeepCopy()
+	var sc *corev1.SecurityContext
+	if len(p.Spec.Containers) > 0 && p.Spec.Containers[0].SecurityContext != nil {
+		sc = p.Spec.Containers[0].SecurityContext.DeepCopy()
+	}
+	p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name:            prober,
+			Image:           s.c.opts.Image,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Command:         probeArgv(pod.Status.HostIP),
+			Env:             []corev1.EnvVar{{Name: "PATH", Value: defaultPath}},
+			Stdin:           true,
+			StdinOnce:       true,
+			SecurityContext: sc,
+		},
+	})
+	if _, err := s.c.cs.CoreV1().Pods(p.Namespace).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			return &errNotProved{fmt.Sprintf("no ephemeral container to probe from: %v", err)}
+		}
+		return sandbox.Wrap(op, kindOf(err), err)
+	}
+	for {
+		cur, err := s.c.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return sandbox.Wrap(op, kindOf(err), err)
+		}
+		for _, st := range cur.Status.EphemeralContainerStatuses {
+			if st.Name != prober {
+				continue
+			}
+			switch {
+			case st.State.Running != nil:
+				return nil
+			case st.State.Terminated != nil:
+				t := st.State.Terminated
+				return &errNotProved{fmt.Sprintf("the probe container (image %s) ended: %s (exit %d) %s", s.c.opts.Image, t.Reason, t.ExitCode, t.Message)}
+			case st.State.Waiting != nil && st.State.Waiting.Reason != "" && st.State.Waiting.Reason != "ContainerCreating":
+				w := st.State.Waiting
+				return &errNotProved{fmt.Sprintf("the probe container (image %s) cannot start: %s %s", s.c.opts.Image, w.Reason, w.Message)}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return sandbox.Wrap(op, sandbox.ErrTimeout, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // errNotProved is why a policy could not be proved; the caller refuses
@@ -96,6 +158,9 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 		return &errNotProved{fmt.Sprintf("the pod's node has no address to probe (hostIP %q)", host)}
 	}
 	target := net.JoinHostPort(host, strconv.Itoa(kubeletPort))
+	if err := s.addProber(ctx, pod); err != nil {
+		return err
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr strings.Builder
@@ -111,7 +176,7 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 		return streamErr
 	}
 	go func() {
-		err := s.stream(sctx, probeArgv(host), remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: &limitedWriter{w: &stderr, n: 4 << 10}})
+		err := s.attach(sctx, prober, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: &limitedWriter{w: &stderr, n: 4 << 10}})
 		outW.CloseWithError(io.EOF)
 		inR.Close()
 		done <- err
@@ -134,7 +199,7 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 		}
 		f := strings.Fields(lines.Text())
 		if len(f) == 1 && f[0] == "no-python3" {
-			return "", 0, &errNotProved{"the image has no python3 to probe with"}
+			return "", 0, &errNotProved{fmt.Sprintf("the probe's image %s has no python3", s.c.opts.Image)}
 		}
 		if len(f) < 2 {
 			return "", 0, sandbox.Errorf(sandbox.ErrUnavailable, "kube: probe the network policy of pod %s: unexpected output %q", pod.Name, lines.Text())
@@ -147,6 +212,9 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 
+	if err := ask(); err != nil {
+		return sandbox.Wrap("kube: probe the network policy of pod "+pod.Name, sandbox.ErrUnavailable, err)
+	}
 	r, control, err := next()
 	if err != nil {
 		return err

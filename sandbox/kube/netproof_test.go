@@ -233,21 +233,22 @@ func startEnforcer(t *testing.T, argv []string) {
 	}
 }
 
-// TestNetworkNoneWithoutAProbeIsRefused: a session whose probe cannot run
-// (no python3 on its PATH) has network none refused, naming why; under
-// AllowWeaker it runs with its deny-all policy written all the same.
+// TestNetworkNoneWithoutAProbeIsRefused: a client whose probe image
+// cannot run the probe (the pause image: no shell, no python3) has network
+// none refused, naming why; under AllowWeaker the session runs with its
+// deny-all policy written all the same.
 func TestNetworkNoneWithoutAProbeIsRefused(t *testing.T) {
-	c := testClient(t, Options{})
+	c := testClient(t, Options{Image: "registry.k8s.io/pause:3.10"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec := sandbox.Spec{Env: map[string]string{"PATH": "/nowhere"}}
+	spec := sandbox.Spec{Image: "docker.io/" + DefaultImage}
 	sess, err := c.Create(ctx, spec)
 	if err == nil {
 		sess.Close(ctx)
 		t.Fatal("network none granted without a proof")
 	}
-	if !errors.Is(err, sandbox.ErrPolicyUnsupported) || !strings.Contains(err.Error(), "network.none") || !strings.Contains(err.Error(), "python3") {
-		t.Errorf("refusal %v: want ErrPolicyUnsupported naming network.none and python3", err)
+	if !errors.Is(err, sandbox.ErrPolicyUnsupported) || !strings.Contains(err.Error(), "network.none") || !strings.Contains(err.Error(), "probe container") {
+		t.Errorf("refusal %v: want ErrPolicyUnsupported naming network.none and the probe container", err)
 	}
 	spec.AllowWeaker = true
 	sess, err = c.Create(ctx, spec)
@@ -258,4 +259,18 @@ func TestNetworkNoneWithoutAProbeIsRefused(t *testing.T) {
 	if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Get(ctx, podName(sess.ID()), metav1.GetOptions{}); err != nil {
 		t.Errorf("the weakened session has no deny-all policy: %v", err)
 	}
+}
+
+// TestNetworkNoneProofIgnoresTheSessionImage: the probe runs from the
+// operator's image, so a session whose own PATH has no python3 is still
+// proved.
+func TestNetworkNoneProofIgnoresTheSessionImage(t *testing.T) {
+	c := testClient(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sess, err := c.Create(ctx, sandbox.Spec{Env: map[string]string{"PATH": "/nowhere"}})
+	if err != nil {
+		t.Fatalf("a session without python3 on its PATH: %v", err)
+	}
+	sess.Close(ctx)
 }

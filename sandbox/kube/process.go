@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -100,11 +101,29 @@ func (s *session) stream(ctx context.Context, argv []string, opts remotecommand.
 			Container: container, Command: argv,
 			Stdin: opts.Stdin != nil, Stdout: opts.Stdout != nil, Stderr: opts.Stderr != nil, TTY: opts.Tty,
 		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(s.c.rest, http.MethodGet, req.URL().String())
+	return s.streamURL(ctx, req.URL(), opts)
+}
+
+// attach streams with the first process of the Pod's container name
+// over pods/attach, until it ends.
+func (s *session) attach(ctx context.Context, name string, opts remotecommand.StreamOptions) error {
+	req := s.c.cs.CoreV1().RESTClient().Post().
+		Namespace(s.h.Namespace).Resource("pods").Name(s.h.Pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{
+			Container: name,
+			Stdin:     opts.Stdin != nil, Stdout: opts.Stdout != nil, Stderr: opts.Stderr != nil, TTY: opts.Tty,
+		}, scheme.ParameterCodec)
+	return s.streamURL(ctx, req.URL(), opts)
+}
+
+// streamURL streams over the exec or attach request at u (WebSocket, else
+// SPDY).
+func (s *session) streamURL(ctx context.Context, u *url.URL, opts remotecommand.StreamOptions) error {
+	ws, err := remotecommand.NewWebSocketExecutor(s.c.rest, http.MethodGet, u.String())
 	if err != nil {
 		return fmt.Errorf("websocket executor: %w", err)
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(s.c.rest, http.MethodPost, req.URL())
+	spdy, err := remotecommand.NewSPDYExecutor(s.c.rest, http.MethodPost, u)
 	if err != nil {
 		return fmt.Errorf("spdy executor: %w", err)
 	}
