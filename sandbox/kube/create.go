@@ -97,15 +97,30 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 			return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
 		}
 	}
+	prove := none && !c.opts.NetworkPolicyEnforced
+	var proberErr error
+	if prove {
+		// The probe's container goes in before the Pod starts, so that
+		// it starts with it (see netproof.go).
+		proberErr = s.addProber(ctx, pod)
+		var np *errNotProved
+		if proberErr != nil && !errors.As(proberErr, &np) {
+			return fail(proberErr)
+		}
+	}
 	running, err := c.waitRunning(ctx, pod)
 	if err != nil {
 		return fail(err)
 	}
-	if none && !c.opts.NetworkPolicyEnforced {
+	if prove {
 		// Until the proof returns, the Pod runs only its init: no command
 		// of the session has run yet (see netproof.go).
+		err := proberErr
+		if err == nil {
+			err = s.proveDenyAll(ctx, running)
+		}
 		var np *errNotProved
-		if err := s.proveDenyAll(ctx, running); errors.As(err, &np) {
+		if errors.As(err, &np) {
 			if !spec.AllowWeaker {
 				return fail(sandbox.Errorf(sandbox.ErrPolicyUnsupported, "%s: network.none: the deny-all NetworkPolicy of pod %s is not proved: %s", op, pod.Name, np.why))
 			}

@@ -51,11 +51,15 @@ const (
 	enforceWithin = 10 * time.Second
 )
 
-// probeScript runs in the Pod: for each line on stdin it tries one
-// connect to $1:$2 with a timeout of $3 seconds and prints the outcome
-// (open, silent, rejected ERRNO) and the microseconds it took.
+// probeScript runs in the Pod: it reads the target ("host port") from
+// the first line on stdin, then for each further line tries one connect
+// to it with a timeout of $1 seconds and prints the outcome (open,
+// silent, rejected ERRNO) and the microseconds it took. (The target comes
+// on stdin because the container is added before the Pod is scheduled,
+// when its node's address is not known yet.)
 const probeScript = `import socket, sys, time
-host, port, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+host, port = sys.stdin.readline().split()
+port, limit = int(port), float(sys.argv[1])
 while sys.stdin.readline():
     s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     s.settimeout(limit)
@@ -76,9 +80,9 @@ while sys.stdin.readline():
 
 // probeArgv runs probeScript with python3, or says "no-python3" when
 // asked for the first probe.
-func probeArgv(host string) []string {
-	return []string{"/bin/sh", "-c", `command -v python3 >/dev/null 2>&1 || { read -r _; echo no-python3; exit 0; }; exec python3 -c "$0" "$@"`,
-		probeScript, host, strconv.Itoa(kubeletPort), strconv.FormatFloat(probeSilence.Seconds(), 'f', 3, 64)}
+func probeArgv() []string {
+	return []string{"/bin/sh", "-c", `command -v python3 >/dev/null 2>&1 || { read -r _; read -r _; echo no-python3; exit 0; }; exec python3 -c "$0" "$@"`,
+		probeScript, strconv.FormatFloat(probeSilence.Seconds(), 'f', 3, 64)}
 }
 
 // prober is the name of the ephemeral container that probes.
@@ -88,10 +92,27 @@ const prober = "agentbox-netproof"
 // operator's image (Options.Image), not the session's, so that what the
 // proof runs is not the session's to choose; the session container's
 // security context; and the Pod's network namespace, which is what is
-// proved. It returns once the container runs; one that is not allowed
-// (RBAC) or cannot start is *errNotProved.
+// proved. It is added right after the Pod, so that the kubelet starts it
+// with the Pod's containers; one that is not allowed (RBAC) is
+// *errNotProved.
 func (s *session) addProber(ctx context.Context, pod *corev1.Pod) error {
-	op := "kube: start the network probe of pod " + pod.Name
+	op := "kube: add the network probe to pod " + pod.Name
+	for {
+		err := s.updateProber(ctx, pod)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		// The scheduler bound the Pod meanwhile: again, from the Pod as
+		// it is now.
+		if pod, err = s.c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+			return sandbox.Wrap(op, kindOf(err), err)
+		}
+	}
+}
+
+// updateProber writes the ephemeral container into pod.
+func (s *session) updateProber(ctx context.Context, pod *corev1.Pod) error {
+	op := "kube: add the network probe to pod " + pod.Name
 	p := pod.DeepCopy()
 	var sc *corev1.SecurityContext
 	if len(p.Spec.Containers) > 0 && p.Spec.Containers[0].SecurityContext != nil {
@@ -102,7 +123,7 @@ func (s *session) addProber(ctx context.Context, pod *corev1.Pod) error {
 			Name:            prober,
 			Image:           s.c.opts.Image,
 			ImagePullPolicy: corev1.PullIfNotPresent,
-			Command:         probeArgv(pod.Status.HostIP),
+			Command:         probeArgv(),
 			Env:             []corev1.EnvVar{{Name: "PATH", Value: defaultPath}},
 			Stdin:           true,
 			StdinOnce:       true,
@@ -110,11 +131,21 @@ func (s *session) addProber(ctx context.Context, pod *corev1.Pod) error {
 		},
 	})
 	if _, err := s.c.cs.CoreV1().Pods(p.Namespace).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{}); err != nil {
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+		switch {
+		case apierrors.IsConflict(err):
+			return err
+		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 			return &errNotProved{fmt.Sprintf("no ephemeral container to probe from: %v", err)}
 		}
 		return sandbox.Wrap(op, kindOf(err), err)
 	}
+	return nil
+}
+
+// waitProber returns once the probe container of pod runs; one that
+// cannot start is *errNotProved.
+func (s *session) waitProber(ctx context.Context, p *corev1.Pod) error {
+	op := "kube: start the network probe of pod " + p.Name
 	for {
 		cur, err := s.c.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
@@ -130,7 +161,7 @@ func (s *session) addProber(ctx context.Context, pod *corev1.Pod) error {
 			case st.State.Terminated != nil:
 				t := st.State.Terminated
 				return &errNotProved{fmt.Sprintf("the probe container (image %s) ended: %s (exit %d) %s", s.c.opts.Image, t.Reason, t.ExitCode, t.Message)}
-			case st.State.Waiting != nil && st.State.Waiting.Reason != "" && st.State.Waiting.Reason != "ContainerCreating":
+			case st.State.Waiting != nil && st.State.Waiting.Reason != "" && st.State.Waiting.Reason != "ContainerCreating" && st.State.Waiting.Reason != "PodInitializing":
 				w := st.State.Waiting
 				return &errNotProved{fmt.Sprintf("the probe container (image %s) cannot start: %s %s", s.c.opts.Image, w.Reason, w.Message)}
 			}
@@ -149,7 +180,7 @@ type errNotProved struct{ why string }
 
 func (e *errNotProved) Error() string { return e.why }
 
-// proveDenyAll writes the session's deny-all policy and proves it holds
+// proveDenyAll (after addProber, once the Pod runs) writes the session's deny-all policy and proves it holds
 // (see above). It returns *errNotProved when the proof fails, another
 // error when the exec or the API does.
 func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
@@ -158,9 +189,11 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 		return &errNotProved{fmt.Sprintf("the pod's node has no address to probe (hostIP %q)", host)}
 	}
 	target := net.JoinHostPort(host, strconv.Itoa(kubeletPort))
-	if err := s.addProber(ctx, pod); err != nil {
+	t0 := time.Now()
+	if err := s.waitProber(ctx, pod); err != nil {
 		return err
 	}
+	started := time.Since(t0)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr strings.Builder
@@ -212,6 +245,9 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 
+	if _, err := io.WriteString(inW, host+" "+strconv.Itoa(kubeletPort)+"\n"); err != nil {
+		return sandbox.Wrap("kube: probe the network policy of pod "+pod.Name, sandbox.ErrUnavailable, err)
+	}
 	if err := ask(); err != nil {
 		return sandbox.Wrap("kube: probe the network policy of pod "+pod.Name, sandbox.ErrUnavailable, err)
 	}
@@ -237,7 +273,7 @@ func (s *session) proveDenyAll(ctx context.Context, pod *corev1.Pod) error {
 		}
 		if r != "open" {
 			s.c.log.Debug("kube: deny-all policy proved", "pod", pod.Name, "target", target, "outcome", r,
-				"control", control, "tries", tries, "since_written", time.Since(written))
+				"prober_start", started, "control", control, "tries", tries, "since_written", time.Since(written), "total", time.Since(t0))
 			return nil
 		}
 		if time.Now().After(deadline) {
