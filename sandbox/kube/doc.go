@@ -5,8 +5,11 @@
 // through the pods/exec subresource (WebSocket, falling back to SPDY) with
 // stdin, stdout and stderr or a terminal that can be resized, and their
 // exit codes. Each command is started by a small wrapper that records its
-// pid, so that Kill and timeouts end the command's whole session (runc
-// starts each exec as a session leader) with a second exec.
+// pid, so that Kill and timeouts end, with a second exec, the command's
+// whole session (runc starts each exec as a session leader) and every
+// descendant of it, a setsid'ed child included; a daemon that double-forks
+// out of its session goes to the Pod's init and lives until the session's
+// timeout (a Pod has no per-command cgroup to find it by).
 //
 // The container runs as the session's uid (runAsNonRoot), with no
 // capabilities, allowPrivilegeEscalation false, a read-only root

@@ -35,21 +35,33 @@ const killTimeout = 10 * time.Second
 // and the rest: the session's environment, then the command.
 const wrapperScript = `mkdir -p ` + pidDir + ` 2>/dev/null; echo $$ >` + pidDir + `/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
 
-// killScript kills the session of the command tagged $1 (every process
-// whose session id is its pid): stopped first so that none forks while
-// the scan runs, then killed. It waits briefly for the wrapper to record
-// the pid, as a kill may come right after a start.
+// killScript kills the command tagged $1 and everything it started: its
+// session (runc makes each exec a session leader, and the wrapper's pid is
+// the session id) and, transitively, every child of a process already
+// found, which catches a setsid'ed child whose parent still runs. Each
+// process found is stopped at once, so that none forks while the scan
+// runs; the scan repeats until it finds no more, then all are killed. It
+// waits briefly for the wrapper to record the pid, as a kill may come
+// right after a start. A daemon that double-forked out of its session is
+// reparented to the Pod's init and is not found: the session's own
+// timeout (activeDeadlineSeconds) ends it.
 const killScript = `f=` + pidDir + `/"$1"; i=0
 while [ ! -s "$f" ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
 pid=$(cat "$f" 2>/dev/null) || exit 0
-for sig in STOP KILL; do
+kill -STOP "$pid" 2>/dev/null
+tree=" $pid "; more=1
+while [ $more = 1 ]; do
+	more=0
 	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		case "$tree" in *" $p "*) continue;; esac
 		st=$(cat $d/stat 2>/dev/null) || continue
 		st=${st##*) }; set -- $st
-		[ "$4" = "$pid" ] && kill -$sig ${d#/proc/} 2>/dev/null
+		case "$tree" in *" $2 "*|*" $4 "*) kill -STOP "$p" 2>/dev/null; tree="$tree$p "; more=1;; esac
 	done
 done
-kill -KILL "$pid" 2>/dev/null; rm -f "$f"; exit 0`
+for p in $tree; do kill -KILL "$p" 2>/dev/null; done
+rm -f "$f"; exit 0`
 
 // execArgv is the argv the Pod runs for req: the wrapper, the tag, the
 // workdir, the environment and the command.
