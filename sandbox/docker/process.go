@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/outpipe"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -150,6 +151,9 @@ const (
 	// killed every process in the container, and until then it calls
 	// the container running and takes execs that cannot start.
 	containerLag = 5 * time.Second
+	// outputWindow is how much of one stream's output is held unread
+	// before the attach stream is no longer read.
+	outputWindow = 1 << 20
 	// maxMarker is past the longest line a wrapper prints.
 	maxMarker = 128
 )
@@ -171,7 +175,7 @@ type process struct {
 	conn   client.HijackedResponse
 
 	stdin          *stdinWriter
-	stdout, stderr *io.PipeReader
+	stdout, stderr *outpipe.Pipe
 	copied         chan struct{} // the attach stream ended
 	copyErr        error
 
@@ -263,9 +267,12 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 		})
 	}
 	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY)
-	outR, outW := io.Pipe()
-	errR, errW := io.Pipe()
-	p.stdout, p.stderr = outR, errR
+	// The engine stops answering about a container while an exec of it
+	// that ended cannot hand it the rest of its output: the attach
+	// stream is read into pipes that stop taking more only while no Kill
+	// is under way (see outpipe).
+	p.stdout, p.stderr = outpipe.New(outputWindow), outpipe.New(outputWindow)
+	outW, errW := p.stdout, p.stderr
 	go func() {
 		first := &firstLine{dst: outW, take: p.settle}
 		var err error
@@ -279,8 +286,8 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 			err = nil
 		}
 		p.copyErr = err
-		outW.Close()
-		errW.Close()
+		outW.End()
+		errW.End()
 		close(p.copied)
 		if lineless {
 			// After copied, so a Kill woken by this sees the stream
@@ -336,6 +343,9 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 // markerWait + helperWait + engineWait + 5 s whatever the command does.
 func (p *process) Kill(ctx context.Context) error {
 	p.killed.Store(true)
+	// The killed command's output is finite: take it all, read or not.
+	p.stdout.Drain(true)
+	p.stderr.Drain(true)
 	defer func() { p.killEnded.Store(time.Now().UnixNano()) }()
 	if p.ended(ctx) {
 		return nil
