@@ -28,6 +28,8 @@ const (
 	labelDetached  = "agentbox.detached"
 	annotCreated   = "agentbox.created"
 	container      = "session"
+	// pidVolume holds the exec wrapper's pid files (pidDir).
+	pidVolume = "agentbox-pids"
 )
 
 // initCmd is the container's first process: a shell that only sleeps,
@@ -106,6 +108,7 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 		}
 	}
 	tmpLimit := resource.MustParse("64Mi")
+	pidLimit := resource.MustParse("1Mi")
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	if c.opts.SeccompProfile != "" {
 		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &c.opts.SeccompProfile}
@@ -145,11 +148,13 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: workdir},
 					{Name: "tmp", MountPath: "/tmp"},
+					{Name: pidVolume, MountPath: pidDir},
 				},
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &workspace}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &tmpLimit}}},
+				{Name: pidVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &pidLimit}}},
 			},
 		},
 	}

@@ -22,9 +22,16 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// pidDir is where the exec wrapper records each command's pid, on the
-// session's /tmp emptyDir.
-const pidDir = "/tmp/.agentbox"
+// pidDir is where the exec wrapper records each command's pid: a small
+// emptyDir of its own (pidVolume), so that a command that fills /tmp or
+// the workspace does not fail every later exec. Pods made before it had
+// one keep the pids in oldPidDir, on their /tmp.
+const (
+	pidDir    = "/run/agentbox"
+	oldPidDir = "/tmp/.agentbox"
+	// pickPidDir sets d to the Pod's pid directory.
+	pickPidDir = `d=` + pidDir + `; [ -d $d ] || { d=` + oldPidDir + `; mkdir -p $d 2>/dev/null; }; `
+)
 
 // killTimeout bounds the kill exec of Close.
 const killTimeout = 10 * time.Second
@@ -33,7 +40,7 @@ const killTimeout = 10 * time.Second
 // ($1) so that Kill can find the command's session (runc makes each exec a
 // session leader), enters the workdir ($2) and replaces itself with env -i
 // and the rest: the session's environment, then the command.
-const wrapperScript = `mkdir -p ` + pidDir + ` 2>/dev/null; echo $$ >` + pidDir + `/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
+const wrapperScript = pickPidDir + `echo $$ >$d/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
 
 // killScript kills the command tagged $1 and everything it started: its
 // session (runc makes each exec a session leader, and the wrapper's pid is
@@ -45,7 +52,7 @@ const wrapperScript = `mkdir -p ` + pidDir + ` 2>/dev/null; echo $$ >` + pidDir 
 // right after a start. A daemon that double-forked out of its session is
 // reparented to the Pod's init and is not found: the session's own
 // timeout (activeDeadlineSeconds) ends it.
-const killScript = `f=` + pidDir + `/"$1"; i=0
+const killScript = pickPidDir + `f=$d/"$1"; i=0
 while [ ! -s "$f" ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
 pid=$(cat "$f" 2>/dev/null) || exit 0
 kill -STOP "$pid" 2>/dev/null
