@@ -187,9 +187,9 @@ func (c *Client) Cluster() string {
 // session proves holds before Create returns (a cluster that does not
 // enforce it gets the part refused then), or that the operator vouches
 // for (Options.NetworkPolicyEnforced); the egress allow-list when
-// Options.EgressAddress says where its proxies listen (egress.go). Not pids
-// (a per-node kubelet setting), read-only or deny paths, nor TLS
-// inspection.
+// Options.EgressAddress says where its proxies listen (egress.go), with
+// TLS inspection. Not pids (a per-node kubelet setting), nor read-only or
+// deny paths.
 func (c *Client) Enforces() []sandbox.Part {
 	parts := []sandbox.Part{
 		sandbox.PartFilesystem, sandbox.PartProcesses, sandbox.PartIdentity,
@@ -197,7 +197,7 @@ func (c *Client) Enforces() []sandbox.Part {
 		sandbox.PartTimeout, sandbox.PartOutput, sandbox.PartNetworkNone,
 	}
 	if c.opts.EgressAddress != "" {
-		parts = append(parts, sandbox.PartNetworkAllowList)
+		parts = append(parts, sandbox.PartNetworkAllowList, sandbox.PartNetworkInspect)
 	}
 	return parts
 }
@@ -225,13 +225,13 @@ func (c *Client) Notes() []string {
 		notes = append(notes, fmt.Sprintf("network.none: a deny-all NetworkPolicy that each session proves before it is handed out: from an ephemeral container of %s, its Pod reaches its node's kubelet (port %d) without the policy and no longer with it; where that fails (no enforcer, no ephemeral containers, no python3 in that image) the part is refused", c.opts.Image, kubeletPort))
 	}
 	if c.opts.EgressAddress != "" {
-		notes = append(notes, "network.allowlist: each session's egress proxy listens on "+c.opts.EgressAddress+" and serves only its Pod's address; the Pod's NetworkPolicy admits only that address and port, proved as network.none's; no TLS inspection (network.inspect); a session resumed in another process has no proxy and is refused")
+		notes = append(notes, "network.allowlist: each session's egress proxy listens on "+c.opts.EgressAddress+" and serves only its Pod's address; the Pod's NetworkPolicy admits only that address and port, proved as network.none's; inspected hosts' TLS is terminated with a per-session CA the Pod trusts through a bundle on its /tmp; a session resumed in another process has no proxy and is refused")
 	} else {
 		notes = append(notes, "network.allowlist not enforced: no --egress-address (an address of this host the Pods reach) for the egress proxies")
 	}
 	notes = append(notes,
 		"resources.disk: the workspace is a memory-backed emptyDir of the asked size (counted toward memory)",
-		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny, network.inspect; a host workspace or mount is refused")
+		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny; a host workspace or mount is refused")
 	return notes
 }
 

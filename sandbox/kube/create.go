@@ -157,6 +157,9 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 		if err := link.serve(running.Status.PodIP); err != nil {
 			return fail(sandbox.Wrap(op+" egress proxy", sandbox.ErrUnavailable, err))
 		}
+		if err := link.trust(ctx, s); err != nil {
+			return fail(err)
+		}
 	}
 	if spec.Snapshot != "" {
 		if err := s.restore(ctx, spec.Snapshot); err != nil {

@@ -44,12 +44,12 @@
 // (sandbox/egress: the same host rules and credentials as the other
 // backends) in this process, on Options.EgressAddress; the Pod's policy
 // denies all but TCP to that address and port (proved as above), and the
-// proxy serves only the Pod's address. TLS inspection is not offered (the
-// Pod would need the proxy's CA), and a session resumed in another
-// process has no proxy: Resume refuses it.
+// proxy serves only the Pod's address. For TLS inspection the Pod trusts
+// the proxy's per-session CA through a bundle written to its /tmp. A
+// session resumed in another process has no proxy: Resume refuses it.
 //
 // A host directory as the workspace, host mounts, read-only and deny
-// paths, a pids limit and TLS inspection are refused by name.
+// paths and a pids limit are refused by name.
 //
 // The escape tests that apply to a Pod (the native backend's attack
 // helper, internal/attacktest, run inside sessions) are in escape_test.go

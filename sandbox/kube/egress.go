@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -21,7 +23,9 @@ import (
 // all ingress, and all egress but TCP to that address and port; the
 // proxy serves only connections from the session Pod's address, so that
 // another Pod that reaches the listener cannot use this session's
-// allow-list and credentials. The policy is proved as network none's is
+// allow-list and credentials. For inspected hosts the Pod trusts the
+// proxy's CA through a bundle written to its /tmp and the usual
+// variables (egress.TrustEnv). The policy is proved as network none's is
 // (netproof.go). Pod addresses must reach the listener untranslated (no
 // SNAT between the Pods and this host), or the session reaches nothing.
 // The proxy lives with this process: a session resumed elsewhere has
@@ -49,6 +53,7 @@ func (c *Client) startEgress(spec sandbox.Spec) (*egressLink, error) {
 	pol := spec.Policy.Network
 	proxy, err := egress.New(egress.Config{
 		Allow: pol.Allow, Credentials: pol.Credentials, Rules: pol.Rules,
+		Inspect: pol.Inspect, Secrets: pol.Secrets,
 		Dial: c.opts.EgressUpstream.Dial, UpstreamRoots: c.opts.EgressUpstream.Roots,
 		Logger: c.log,
 	})
@@ -69,7 +74,28 @@ func (l *egressLink) env() map[string]string {
 	for k, v := range l.proxy.Placeholders() {
 		env[k] = v
 	}
+	if l.proxy.CACert() != nil {
+		for _, k := range egress.TrustEnv {
+			env[k] = trustBundlePath
+		}
+	}
 	return env
+}
+
+// trustBundlePath is where the session's TLS clients find the system
+// roots and its proxy's CA, on the Pod's /tmp: the session may change
+// it, which changes only what it trusts itself.
+const trustBundlePath = pidDir + "/ca-bundle.pem"
+
+// trust writes the trust bundle into the Pod, when the proxy inspects TLS.
+func (l *egressLink) trust(ctx context.Context, s *session) error {
+	ca := l.proxy.CACert()
+	if ca == nil {
+		return nil
+	}
+	_, err := s.run(ctx, "kube: write the trust bundle of pod "+s.h.Pod,
+		`mkdir -p "${1%/*}" && cat >"$1"`, bytes.NewReader(sandbox.TrustBundle(ca)), 1<<10, trustBundlePath)
+	return err
 }
 
 // serve admits the Pod at podIP and serves it.

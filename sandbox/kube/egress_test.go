@@ -4,6 +4,7 @@ package kube
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -124,5 +125,63 @@ func TestAllowListReachesOnlyItsHostsThroughTheProxy(t *testing.T) {
 	}
 	if strings.Contains(string(res.Stdout), " 200 ") {
 		t.Errorf("another Pod used the session's proxy: %q", res.Stdout)
+	}
+}
+
+// TestInspectedHTTPSFromAPod: for an inspected host the proxy terminates
+// the Pod's TLS with the session's CA (which the Pod trusts), adds the
+// bearer secret the session never holds, and applies the host's request
+// rules.
+func TestInspectedHTTPSFromAPod(t *testing.T) {
+	c0 := testClient(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s auth=%q", r.Method, r.URL.Path, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != "api.example.com:443" {
+			return nil, fmt.Errorf("test upstream: no route to %s", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+	}
+	c := testClient(t, Options{EgressAddress: nodeAddress(t, ctx, c0), EgressUpstream: egress.Upstream{Dial: dial, Roots: roots}})
+	t.Setenv("AGENTBOX_TEST_KUBE_SECRET", "sk-kube-7f3a")
+	sess, err := c.Create(ctx, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
+		Mode:    sandbox.NetworkAllowList,
+		Allow:   []string{"api.example.com"},
+		Rules:   []sandbox.RequestRule{{Host: "api.example.com", Methods: []string{"GET"}}},
+		Secrets: []sandbox.Credential{{Host: "api.example.com", Kind: sandbox.CredBearer, Source: "env:AGENTBOX_TEST_KUBE_SECRET"}},
+	}}})
+	if err != nil {
+		t.Fatalf("a session with an inspected host: %v", err)
+	}
+	defer sess.Close(context.Background())
+	script := `import urllib.request, urllib.error
+for m in ("GET", "POST"):
+    try:
+        r = urllib.request.urlopen(urllib.request.Request("https://api.example.com/v1/models", method=m, data=b"x" if m == "POST" else None), timeout=20)
+        print(m, r.status, r.read().decode())
+    except urllib.error.HTTPError as e:
+        print(m, e.code)
+`
+	res, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"python3", "-c", script}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("fetch: %v %+v %s", err, res.ExitStatus, res.Stderr)
+	}
+	out := string(res.Stdout)
+	if !strings.Contains(out, `GET 200 GET /v1/models auth="Bearer sk-kube-7f3a"`) {
+		t.Errorf("GET through the inspecting proxy, with the bearer: %q", out)
+	}
+	if !strings.Contains(out, "POST 403") {
+		t.Errorf("a POST the host's rules do not admit: %q (want 403)", out)
+	}
+	env, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"env"}})
+	if err != nil || strings.Contains(string(env.Stdout), "sk-kube-7f3a") {
+		t.Errorf("the secret is in the session's environment (%v)", err)
 	}
 }
