@@ -85,7 +85,7 @@ func (l *egressLink) env() map[string]string {
 // trustBundlePath is where the session's TLS clients find the system
 // roots and its proxy's CA, on the Pod's /tmp: the session may change
 // it, which changes only what it trusts itself.
-const trustBundlePath = pidDir + "/ca-bundle.pem"
+const trustBundlePath = "/tmp/.agentbox-trust/ca-bundle.pem"
 
 // trust writes the trust bundle into the Pod, when the proxy inspects TLS.
 func (l *egressLink) trust(ctx context.Context, s *session) error {
