@@ -25,6 +25,22 @@ type openedSession struct {
 	tempDirs []string
 	// inputs are the hashes of what the manifest put in the session.
 	inputs []manifest.Input
+	// copyIn, when set, is a scratch directory holding the manifest's
+	// files, to copy into the session once it runs (a client whose
+	// workspaces are not on this host).
+	copyIn string
+}
+
+// remoteWorkspaces is a client whose sessions' workspaces are not
+// directories of this host (sandbox/kube: an emptyDir in a Pod). A
+// manifest's files are materialized into a scratch directory here and
+// copied into the session once it runs; its mounts are left to the
+// backend, which refuses them by name.
+type remoteWorkspaces interface{ RemoteWorkspaces() bool }
+
+func hasRemoteWorkspaces(c sandbox.Client) bool {
+	r, ok := c.(remoteWorkspaces)
+	return ok && r.RemoteWorkspaces()
 }
 
 // openSession resolves where the run works: an injected live session,
@@ -82,6 +98,13 @@ func openSession(ctx context.Context, a *SandboxAgent, cfg RunConfig) (*openedSe
 		o.removeTemp()
 		return nil, fmt.Errorf("agent: create %s session: %w", sc.Client.Name(), err)
 	}
+	if o.copyIn != "" {
+		if err := copyTree(ctx, sess, o.copyIn); err != nil {
+			_ = sess.Close(context.WithoutCancel(ctx))
+			o.removeTemp()
+			return nil, fmt.Errorf("agent: copy the manifest's files into %s session %s: %w", sc.Client.Name(), sess.ID(), err)
+		}
+	}
 	o.sess = sess
 	o.how += " " + sess.State().String()
 	return o, nil
@@ -97,6 +120,7 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 		return fmt.Errorf("agent: validate manifest: %w", err)
 	}
 	dir := spec.Workspace
+	remote := hasRemoteWorkspaces(sc.Client) && spec.Workspace == ""
 	if dir == "" || spec.Snapshot != "" {
 		tmp, err := os.MkdirTemp("", "agentbox-workspace-")
 		if err != nil {
@@ -109,7 +133,11 @@ func materialize(ctx context.Context, m *manifest.Manifest, spec *sandbox.Spec, 
 			return fmt.Errorf("agent: make workspace directory: %w", err)
 		}
 		dir = tmp
-		if spec.Snapshot == "" {
+		switch {
+		case spec.Snapshot != "":
+		case remote:
+			o.copyIn = tmp
+		default:
 			spec.Workspace = tmp
 		}
 	}

@@ -46,8 +46,13 @@ if [[ -S $RUN/containerd.sock ]]; then
 		ctr containers delete "$c" >/dev/null 2>&1
 	done
 fi
-for name in scheduler controller-manager apiserver etcd containerd; do
+# The enforcer removes its packet rules when it exits.
+for name in netpol scheduler controller-manager apiserver etcd containerd; do
 	stop "$name"
+done
+# kube-up.sh's FORWARD rules for the Pod network.
+iptables -w -S FORWARD 2>/dev/null | grep -- '--comment agentbox-kube' | sed 's/^-A //' | while read -r rule; do
+	eval "iptables -w -D $rule" 2>/dev/null
 done
 # The runc shims of this containerd outlive it: they are the processes
 # whose -address is this cluster's socket.

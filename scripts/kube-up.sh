@@ -2,8 +2,10 @@
 # Starts a single-node Kubernetes cluster on this host for the kube backend's
 # tests and benchmarks, from parts the Go module proxy and Debian serve:
 # etcd, the control plane, the kubelet and kubectl linked into one binary
-# (scripts/kube, built once and cached), containerd and runc, and the CNI
-# bridge plugin. It waits for the node to be Ready and for the default
+# (scripts/kube, built once and cached), containerd and runc, the CNI
+# bridge plugin, and a NetworkPolicy enforcer (scripts/kube/netpol:
+# sigs.k8s.io/kube-network-policies as a host process, its own cached
+# binary). It waits for the node to be Ready and for the default
 # service account, then prints the admin kubeconfig's path.
 #
 # Idempotent: a part already running is left alone, a binary already built
@@ -80,6 +82,22 @@ if [[ ! -x $kube || $(cat "$CACHE/bin/stamp" 2>/dev/null) != "$stamp" ]]; then
 	mv "$kube.new" "$kube"
 	echo "$stamp" >"$CACHE/bin/stamp"
 	log "built in $(($(date +%s) - start))s"
+fi
+# The NetworkPolicy enforcer (scripts/kube/netpol, kube-network-policies'
+# controller) is a module and a binary of its own, with its own stamp, so
+# that changing it does not rebuild the cluster binary.
+netpol=$CACHE/bin/netpol
+nsrc=$repo/scripts/kube/netpol
+nstamp=$( (
+	go version
+	cat "$nsrc/go.mod" "$nsrc/go.sum" "$nsrc"/*.go
+) | sha256sum | cut -d' ' -f1)
+if [[ ! -x $netpol || $(cat "$CACHE/bin/netpol.stamp" 2>/dev/null) != "$nstamp" ]]; then
+	log "building the NetworkPolicy enforcer"
+	(cd "$nsrc" && nice -n 10 go build -trimpath -ldflags "-s -w" -o "$netpol.new" .) ||
+		die "build of scripts/kube/netpol failed"
+	mv "$netpol.new" "$netpol"
+	echo "$nstamp" >"$CACHE/bin/netpol.stamp"
 fi
 printf '#!/bin/sh\nexec %s kubectl "$@"\n' "$kube" >"$CACHE/bin/kubectl"
 chmod 755 "$CACHE/bin/kubectl"
@@ -271,6 +289,18 @@ start apiserver "$kube" apiserver \
 	--enable-admission-plugins=NodeRestriction
 curlk() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "https://127.0.0.1:6443$1"; }
 wait_for apiserver 120 curlk /readyz
+
+# NetworkPolicies: enforced by scripts/kube/netpol from before the first
+# Pod starts (it reads Pods and policies from the API server and judges
+# the first packet of each connection of a Pod). Docker's FORWARD policy
+# on this host is DROP: the Pod network is let through it, so that what
+# decides is the policies (the enforcer's rules come after FORWARD).
+for dir in -s -d; do
+	iptables -w -C FORWARD $dir $POD_CIDR -m comment --comment agentbox-kube -j ACCEPT 2>/dev/null ||
+		iptables -w -I FORWARD $dir $POD_CIDR -m comment --comment agentbox-kube -j ACCEPT
+done
+start netpol "$netpol" -kubeconfig "$KUBECONFIG" -node "$NODE" -pod-cidr $POD_CIDR
+wait_for "the NetworkPolicy enforcer" 60 iptables -w -t mangle -C POSTROUTING -j AGENTBOX-NETPOL
 
 start controller-manager "$kube" controller-manager \
 	--kubeconfig="$STATE/controller-manager.kubeconfig" \

@@ -60,9 +60,13 @@ type BackendOptions struct {
 
 // KubeOptions say where the kube backend's sessions run: --kubeconfig
 // (empty: $KUBECONFIG, then ~/.kube/config), --namespace (empty: the
-// kubeconfig's) and --runtime-class (empty: the node's default runtime).
+// kubeconfig's), --runtime-class (empty: the node's default runtime) and
+// --egress-address (empty: no network allow-list).
 type KubeOptions struct {
-	Kubeconfig, Namespace, RuntimeClass string
+	Kubeconfig    string `json:"kubeconfig,omitempty"`
+	Namespace     string `json:"namespace,omitempty"`
+	RuntimeClass  string `json:"runtime_class,omitempty"`
+	EgressAddress string `json:"egress_address,omitempty"`
 }
 
 // Backend makes a backend's client.

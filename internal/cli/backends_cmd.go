@@ -16,19 +16,21 @@ import (
 // Backends is the backends command.
 func Backends(a *App) *cobra.Command {
 	var asJSON bool
+	var kube KubeOptions
 	cmd := &cobra.Command{
 		Use:   "backends",
 		Short: "Show which policy parts each backend enforces on this host",
 		Long: `Show, for each sandbox backend, which parts of a policy it enforces on this
-host, detected now (kernel features, cgroup controllers, a Docker engine).
-A backend refuses a policy that needs a part it does not enforce, unless
+host, detected now (kernel features, cgroup controllers, a Docker engine,
+the Kubernetes cluster --kubeconfig names). A backend refuses a policy that needs a part it does not enforce, unless
 --allow-weaker is given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.printBackends(cmd.OutOrStdout(), asJSON)
+			return a.printBackends(cmd.OutOrStdout(), asJSON, kube)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object: backend -> enforced parts (or error)")
+	RegisterKubeFlags(cmd.Flags(), &kube)
 	return cmd
 }
 
@@ -42,12 +44,12 @@ type backendReport struct {
 // on this host (cgroup version, landlock ABI, ...).
 type noter interface{ Notes() []string }
 
-func (a *App) printBackends(w io.Writer, asJSON bool) error {
+func (a *App) printBackends(w io.Writer, asJSON bool, kube KubeOptions) error {
 	names := a.BackendNames()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reports := map[string]backendReport{}
 	for _, n := range names {
-		c, err := a.OpenBackend(n, BackendOptions{Logger: quiet, Warn: io.Discard})
+		c, err := a.OpenBackend(n, BackendOptions{Logger: quiet, Warn: io.Discard, Kube: kube})
 		if err != nil {
 			reports[n] = backendReport{Error: err.Error()}
 			continue

@@ -146,7 +146,7 @@ func (a *App) execInSession(ctx context.Context, id string, argv []string, eio e
 		return err
 	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	client, err := a.OpenBackend(entry.State.Backend, BackendOptions{Logger: quiet, Warn: os.Stderr})
+	client, err := a.OpenBackend(entry.State.Backend, entry.backendOptions(BackendOptions{Logger: quiet, Warn: os.Stderr}))
 	if err != nil {
 		return Fail(err)
 	}

@@ -108,7 +108,7 @@ func (a *App) gcSessions(ctx context.Context, dryRun bool, out io.Writer) error 
 	}
 	var errs []error
 	for _, e := range list {
-		if a.status(e.State) != "gone" {
+		if a.status(e) != "gone" {
 			continue
 		}
 		if !dryRun {

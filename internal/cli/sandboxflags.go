@@ -53,11 +53,12 @@ func RegisterKubeFlags(fl *pflag.FlagSet, k *KubeOptions) {
 	fl.StringVar(&k.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` of --backend kube (default $KUBECONFIG, then ~/.kube/config)")
 	fl.StringVar(&k.Namespace, "namespace", "", "namespace of --backend kube's Pods (`NAME`; default the kubeconfig's)")
 	fl.StringVar(&k.RuntimeClass, "runtime-class", "", "RuntimeClass of --backend kube's Pods (`NAME`, e.g. gvisor or kata; default the node's runtime)")
+	fl.StringVar(&k.EgressAddress, "egress-address", "", "`IP` of this host that --backend kube's Pods reach untranslated: a session's egress proxy (--network with hosts) listens there (default none: the allow-list is refused)")
 }
 
 // shaping are the names of the flags that shape a new sandbox.
 var shaping = []string{"workspace", "ro", "rw", "network", "inspect", "rule", "credential", "memory", "pids", "cpus", "disk", "env", "user",
-	"allow-weaker", "image", "cache", "backend", "server", "kubeconfig", "namespace", "runtime-class", "manifest", "snapshot", "save-snapshot", "store"}
+	"allow-weaker", "image", "cache", "backend", "server", "kubeconfig", "namespace", "runtime-class", "egress-address", "manifest", "snapshot", "save-snapshot", "store"}
 
 // localOnly are the shaping flags that name this host's files, which a
 // remote backend's server cannot read.

@@ -32,6 +32,18 @@ type sessionEntry struct {
 	// TempWorkspace is a workspace the CLI made for the session (to
 	// materialize a manifest into), removed with it.
 	TempWorkspace string `json:"temp_workspace,omitempty"`
+	// Kube are the cluster options a kube session was made with (the
+	// kubeconfig's absolute path, never its contents), so that the
+	// commands that reach it later talk to the same cluster.
+	Kube *KubeOptions `json:"kube,omitempty"`
+}
+
+// backendOptions are o with what reaching e's backend again needs.
+func (e sessionEntry) backendOptions(o BackendOptions) BackendOptions {
+	if e.Kube != nil {
+		o.Kube = *e.Kube
+	}
+	return o
 }
 
 // sessionFile is where the entry of session id is kept.
@@ -77,6 +89,7 @@ func loadSession(id string) (sessionEntry, error) {
 	var raw struct {
 		State         json.RawMessage `json:"state"`
 		TempWorkspace string          `json:"temp_workspace"`
+		Kube          *KubeOptions    `json:"kube"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return sessionEntry{}, fmt.Errorf("session %s: %s: %w", id, sessionFile(id), err)
@@ -85,7 +98,7 @@ func loadSession(id string) (sessionEntry, error) {
 	if err != nil {
 		return sessionEntry{}, fmt.Errorf("session %s: %w", id, err)
 	}
-	return sessionEntry{State: st, TempWorkspace: raw.TempWorkspace}, nil
+	return sessionEntry{State: st, TempWorkspace: raw.TempWorkspace, Kube: raw.Kube}, nil
 }
 
 // listSessions reads every entry, sorted by creation.
@@ -123,11 +136,12 @@ type statusReporter interface {
 
 // status is "running", "paused", "gone", or "unknown" for a backend this program
 // does not link or that cannot say (a remote server that cannot be reached).
-func (a *App) status(st sandbox.State) string {
+func (a *App) status(e sessionEntry) string {
+	st := e.State
 	if _, linked := a.backends[st.Backend]; !linked {
 		return "unknown"
 	}
-	c, err := a.OpenBackend(st.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
+	c, err := a.OpenBackend(st.Backend, e.backendOptions(BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard}))
 	if err != nil {
 		return "unknown"
 	}
@@ -158,7 +172,7 @@ func (a *App) status(st sandbox.State) string {
 // removeSession ends session e (what is left of it, when it is gone) and
 // forgets it.
 func (a *App) removeSession(ctx context.Context, e sessionEntry) error {
-	c, err := a.OpenBackend(e.State.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
+	c, err := a.OpenBackend(e.State.Backend, e.backendOptions(BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard}))
 	if err != nil {
 		return err
 	}
@@ -263,6 +277,17 @@ func (a *App) sessionCreate() *cobra.Command {
 				return Fail(fmt.Errorf("session create: %w", err))
 			}
 			e := sessionEntry{State: sess.State(), TempWorkspace: pw.temp}
+			if sf.backend == "kube" {
+				k := sf.kube
+				if k.Kubeconfig != "" {
+					if k.Kubeconfig, err = filepath.Abs(k.Kubeconfig); err != nil {
+						_ = sess.Close(context.WithoutCancel(ctx))
+						pw.cleanup()
+						return Fail(fmt.Errorf("session create: --kubeconfig: %w", err))
+					}
+				}
+				e.Kube = &k
+			}
 			if err := saveSession(e); err != nil {
 				_ = sess.Close(context.WithoutCancel(ctx))
 				pw.cleanup()
@@ -314,7 +339,7 @@ func (a *App) sessionLs() *cobra.Command {
 			}
 			rows := []row{}
 			for _, e := range list {
-				rows = append(rows, row{e.State.ID, e.State.Backend, a.status(e.State), e.State.Workspace, e.State.CreatedAt})
+				rows = append(rows, row{e.State.ID, e.State.Backend, a.status(e), e.State.Workspace, e.State.CreatedAt})
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rows)

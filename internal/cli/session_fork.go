@@ -42,7 +42,7 @@ stays paused. The fork lives until 'agentbox session rm'.`,
 			if err != nil {
 				return Fail(fmt.Errorf("snapshot store %s: %w", store, err))
 			}
-			c, err := a.OpenBackend(e.State.Backend, BackendOptions{Snapshots: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
+			c, err := a.OpenBackend(e.State.Backend, e.backendOptions(BackendOptions{Snapshots: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard}))
 			if err != nil {
 				return Fail(err)
 			}
@@ -54,7 +54,7 @@ stays paused. The fork lives until 'agentbox session rm'.`,
 			if err != nil {
 				return Fail(fmt.Errorf("session fork %s: %w", id, err))
 			}
-			if err := saveSession(sessionEntry{State: fork.State()}); err != nil {
+			if err := saveSession(sessionEntry{State: fork.State(), Kube: e.Kube}); err != nil {
 				_ = fork.Close(context.WithoutCancel(ctx))
 				return Fail(fmt.Errorf("session fork %s: %w", id, err))
 			}

@@ -69,7 +69,7 @@ func (a *App) resumeSession(ctx context.Context, id string) (sandbox.Session, er
 	if err := a.needsFull(e.State.Backend); err != nil {
 		return nil, err
 	}
-	c, err := a.OpenBackend(e.State.Backend, BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard})
+	c, err := a.OpenBackend(e.State.Backend, e.backendOptions(BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Warn: io.Discard}))
 	if err != nil {
 		return nil, err
 	}

@@ -145,3 +145,19 @@ func TestTmpfsWritesCountInTheMemoryLimit(t *testing.T) {
 		t.Errorf("/dev/shm is %q KiB, want 65536", got)
 	}
 }
+
+// TestAnExecTheEngineCannotStartIsAnError: the engine's exit code of an
+// exec it could not start (126) is no command's; the caller hears why it
+// did not start, and the session goes on.
+func TestAnExecTheEngineCannotStartIsAnError(t *testing.T) {
+	c := testClient(t)
+	t.Parallel()
+	sess := newSession(t, c, sandbox.Spec{})
+	res, err := sandbox.Exec(testCtx(t), sess, sandbox.ExecRequest{Cmd: []string{"true"}, Workdir: "/no/such/dir"})
+	if err == nil || !strings.Contains(err.Error(), "did not start") || !strings.Contains(err.Error(), "/no/such/dir") {
+		t.Fatalf("exec in a missing workdir: %+v, %v; want an error saying the command did not start, and why", res.ExitStatus, err)
+	}
+	if again := run(t, sess, "echo on"); string(again.Stdout) != "on\n" {
+		t.Fatalf("the next command: %+v, %q", again.ExitStatus, again.Stdout)
+	}
+}

@@ -35,9 +35,42 @@ func (p *process) settle(line []byte) bool {
 		// Killed already, or not the wrapper speaking (the engine's
 		// own error): the command must not start.
 		p.launch = launchRefused
+		if !p.killed.Load() {
+			p.unstarted = unstartedWhy(line)
+		}
 	}
 	_ = p.stdin.settle(p.launch != launchRefused, p.launch == launchRunning && !p.tty)
 	return ok
+}
+
+// maxUnstarted bounds what an error quotes of an exec's output in place
+// of the wrapper's line (the engine's error runs to a few hundred bytes).
+const maxUnstarted = 512
+
+// unstartedWhy says why a command whose wrapper never printed its line
+// did not start: line is what came instead (nil: nothing did), most often
+// the engine's own error for an exec it could not start.
+func unstartedWhy(line []byte) string {
+	got := strings.TrimSpace(string(line))
+	if got == "" {
+		return "the exec's output ended before the wrapper's first line"
+	}
+	if len(got) > maxUnstarted {
+		got = got[:maxUnstarted] + "..."
+	}
+	return "the exec printed " + strconv.Quote(got) + " instead of the wrapper's first line"
+}
+
+// notStarted is why the command never ran, or "" when it ran or may
+// have: without a terminal, a wrapper that did not print its line was
+// refused its go-ahead (and, if no Kill came first, that was not
+// agentbox's doing). unknown is a terminal exec whose line never came
+// and which no Kill stopped: the command may have flushed the line, or
+// never run.
+func (p *process) notStarted() (why string, unknown bool) {
+	p.launchMu.Lock()
+	defer p.launchMu.Unlock()
+	return p.unstarted, p.tty && p.launch == launchUnknown && !p.killed.Load()
 }
 
 // hold stops a start that has not had its go-ahead and returns where the

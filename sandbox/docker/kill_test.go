@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/sandboxtest"
 )
 
 // TestTimeoutKillsCommandThatTampersWithItsPidFile runs commands that try
@@ -106,4 +107,14 @@ func TestKillRacingTheStartEndsTheCommand(t *testing.T) {
 		}
 	}
 	noneLeft(t, sess, 1200)
+}
+
+// TestKillAndWaitDoNotQueueBehindUnreadOutput: the engine stops answering
+// about a container (no exec starts, no kill) while an exec that ended
+// cannot hand over the rest of its output; a Kill of a command whose
+// output nobody reads must take that output in.
+func TestKillAndWaitDoNotQueueBehindUnreadOutput(t *testing.T) {
+	c := testClient(t)
+	t.Parallel()
+	sandboxtest.KillUnreadOutput(t, newSession(t, c, sandbox.Spec{}))
 }

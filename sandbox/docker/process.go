@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/agentbox/agentbox/internal/outpipe"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -145,6 +146,14 @@ const (
 	// exitLag bounds the wait for the engine to note an exit once the
 	// attach stream ended.
 	exitLag = time.Second
+	// containerLag bounds the wait for the engine to note that a
+	// container's init died: it does so a moment after the kernel
+	// killed every process in the container, and until then it calls
+	// the container running and takes execs that cannot start.
+	containerLag = 5 * time.Second
+	// outputWindow is how much of one stream's output is held unread
+	// before the attach stream is no longer read.
+	outputWindow = 1 << 20
 	// maxMarker is past the longest line a wrapper prints.
 	maxMarker = 128
 )
@@ -166,14 +175,15 @@ type process struct {
 	conn   client.HijackedResponse
 
 	stdin          *stdinWriter
-	stdout, stderr *io.PipeReader
+	stdout, stderr *outpipe.Pipe
 	copied         chan struct{} // the attach stream ended
 	copyErr        error
 
-	launchMu sync.Mutex
-	launch   int    // launchPending ... launchUnknown
-	pid      int    // the command's pid in the container, from the wrapper
-	started  string // its starttime, from the wrapper
+	launchMu  sync.Mutex
+	launch    int    // launchPending ... launchUnknown
+	pid       int    // the command's pid in the container, from the wrapper
+	started   string // its starttime, from the wrapper
+	unstarted string // why a command refused without a Kill never ran
 
 	killed     atomic.Bool
 	killEnded  atomic.Int64  // when Kill returned (unix nanoseconds), or 0
@@ -257,9 +267,12 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 		})
 	}
 	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY)
-	outR, outW := io.Pipe()
-	errR, errW := io.Pipe()
-	p.stdout, p.stderr = outR, errR
+	// The engine stops answering about a container while an exec of it
+	// that ended cannot hand it the rest of its output: the attach
+	// stream is read into pipes that stop taking more only while no Kill
+	// is under way (see outpipe).
+	p.stdout, p.stderr = outpipe.New(outputWindow), outpipe.New(outputWindow)
+	outW, errW := p.stdout, p.stderr
 	go func() {
 		first := &firstLine{dst: outW, take: p.settle}
 		var err error
@@ -273,8 +286,8 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 			err = nil
 		}
 		p.copyErr = err
-		outW.Close()
-		errW.Close()
+		outW.End()
+		errW.End()
 		close(p.copied)
 		if lineless {
 			// After copied, so a Kill woken by this sees the stream
@@ -330,6 +343,9 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 // markerWait + helperWait + engineWait + 5 s whatever the command does.
 func (p *process) Kill(ctx context.Context) error {
 	p.killed.Store(true)
+	// The killed command's output is finite: take it all, read or not.
+	p.stdout.Drain(true)
+	p.stderr.Drain(true)
 	defer func() { p.killEnded.Store(time.Now().UnixNano()) }()
 	if p.ended(ctx) {
 		return nil
@@ -447,6 +463,9 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	}
 	p.conn.Close()
 	st, err := p.exitStatus(ctx)
+	if err == nil {
+		st, err = p.checkStarted(ctx, st)
+	}
 	if p.s.proxy != nil {
 		if d := p.s.proxy.Denials(); len(d) > p.denials0 {
 			for _, line := range d[p.denials0:] {
@@ -469,6 +488,31 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	}
 	p.status, p.waitErr = &st, err
 	return st, err
+}
+
+// checkStarted turns the exit of a command that never ran into an error:
+// the exit code is the engine's (126 for an exec it could not start), not
+// the command's. Most often the container died and the engine has not
+// noted it yet; the error then says how the container went, as the next
+// call would. A terminal exec whose line never came may have run, so it
+// gets an error only when its container is gone.
+func (p *process) checkStarted(ctx context.Context, st sandbox.ExitStatus) (sandbox.ExitStatus, error) {
+	why, unknown := p.notStarted()
+	if why == "" && !unknown {
+		return st, nil
+	}
+	if err := p.s.goneWithin(ctx, containerLag); err != nil {
+		return sandbox.ExitStatus{ExitCode: -1}, err
+	}
+	if unknown {
+		return st, nil
+	}
+	if n := p.s.spec.Policy.Resources.Pids; n > 0 {
+		// The engine's words for it do not say so.
+		why += fmt.Sprintf(" (one cause: the session's limit of %d processes and threads is full)", n)
+	}
+	return sandbox.ExitStatus{ExitCode: -1}, sandbox.Wrap("docker: exec in container "+shortID(p.s.containerID), nil,
+		fmt.Errorf("the engine did not start the command (exit code %d): %s", st.ExitCode, why))
 }
 
 func (p *process) exitStatus(ctx context.Context) (sandbox.ExitStatus, error) {
@@ -532,12 +576,19 @@ func (s *session) describeExit(ctx context.Context, code int, killedByUs bool) (
 			st.OOMKilled = true
 			st.Violations = append(st.Violations, sandbox.OOMViolation(s.spec.Policy.Resources.MemoryBytes))
 		case err != nil:
-			// The container may have died meanwhile (the next call
-			// says so), or a root command stopped the probe (it runs
-			// as root too: asking the engine about the container
-			// then waits on the stopped exec). Only the kernel's
-			// counter may say OOM: the result names no cause rather
-			// than a guess.
+			// The container may have died meanwhile (the engine
+			// notes it a moment later: then this result says so), or
+			// a root command stopped the probe (it runs as root too:
+			// asking the engine about the container then waits on
+			// the stopped exec). Only the kernel's counter may say
+			// OOM: the result names no cause rather than a guess.
+			if !errors.Is(err, context.DeadlineExceeded) {
+				// A probe given up on says nothing of the container,
+				// and the engine may not answer while it is stopped.
+				if gone := s.goneWithin(ctx, containerLag); gone != nil {
+					return st, gone
+				}
+			}
 			s.c.log.Warn("docker: a SIGKILL agentbox did not send ended a command, and the container's OOM counter could not be read", "session", s.id, "err", err)
 		}
 	}

@@ -197,6 +197,37 @@ func (s *session) checkAlive(ctx context.Context) error {
 	return sandbox.Wrap(op, sandbox.ErrClosed, errors.New(gone+": stopped or killed outside agentbox"))
 }
 
+// goneWithin is for a sign that the container died (an exec the engine
+// could not start, a probe that failed), which the engine notes a moment
+// after the kernel, taking execs that cannot start meanwhile. It asks the
+// engine until it calls the container gone (that error), or a probe exec
+// runs in it (nil: it takes execs, and what failed did so on its own: a
+// workdir that does not exist, a full pids limit), or d has passed, or the
+// engine does not answer (nil: nothing is known).
+func (s *session) goneWithin(ctx context.Context, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := s.checkAlive(ctx)
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := s.helperOutput(ctx, "start probe", rootUser, []string{"true"}); err == nil {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
 func (s *session) killedWhy() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -282,7 +313,13 @@ func (s *session) helperOutput(ctx context.Context, what string, who identity, c
 		}
 		if !insp.Running {
 			if insp.ExitCode != 0 {
-				return out.Bytes(), fmt.Errorf("the %s exited %d: %s", what, insp.ExitCode, strings.TrimSpace(errb.String()))
+				said := strings.TrimSpace(errb.String())
+				if said == "" {
+					// The engine writes why it could not start an
+					// exec to its output.
+					said = strings.TrimSpace(out.String())
+				}
+				return out.Bytes(), fmt.Errorf("the %s exited %d: %s", what, insp.ExitCode, said)
 			}
 			return out.Bytes(), nil
 		}

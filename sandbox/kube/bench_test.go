@@ -100,3 +100,44 @@ func BenchmarkAgainstKubectl(b *testing.B) {
 	t.Logf("create to running: agentbox %v, kubectl run + wait %v (ratio %.2f)", med(create).Round(time.Millisecond), med(kCreate).Round(time.Millisecond), ratio(create, kCreate))
 	t.Logf("exec true:         agentbox %v, kubectl exec %v (ratio %.2f)", med(execT).Round(time.Millisecond), med(kExec).Round(time.Millisecond), ratio(execT, kExec))
 }
+
+// BenchmarkCreateNetworkNone measures, interleaved round by round, the
+// create of a network-none session that proves its deny-all policy,
+// against one whose policy the operator vouches for (no proof) and one
+// with the Pod network open (no policy), and reports the medians:
+//
+//	go test -tags kube -run - -bench CreateNetworkNone -benchtime 5x ./sandbox/kube
+func BenchmarkCreateNetworkNone(b *testing.B) {
+	proved := testClient(b, Options{})
+	trusted := testClient(b, Options{NetworkPolicyEnforced: true})
+	open := sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkHost}}
+	var tProved, tTrusted, tOpen []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, r := range []struct {
+			c   *Client
+			pol sandbox.Policy
+			d   *[]time.Duration
+		}{{proved, sandbox.Policy{}, &tProved}, {trusted, sandbox.Policy{}, &tTrusted}, {proved, open, &tOpen}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			t0 := time.Now()
+			sess, err := r.c.Create(ctx, sandbox.Spec{Policy: r.pol})
+			if err != nil {
+				b.Fatal(err)
+			}
+			*r.d = append(*r.d, time.Since(t0))
+			sess.Close(ctx)
+			cancel()
+		}
+	}
+	med := func(d []time.Duration) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	b.ReportMetric(float64(med(tProved).Milliseconds()), "proved-ms")
+	b.ReportMetric(float64(med(tTrusted).Milliseconds()), "trusted-ms")
+	b.ReportMetric(float64(med(tOpen).Milliseconds()), "open-ms")
+	b.Logf("create, network none proved %v, vouched for %v, pod network open %v",
+		med(tProved).Round(time.Millisecond), med(tTrusted).Round(time.Millisecond), med(tOpen).Round(time.Millisecond))
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/egress"
 )
 
 // Name is the backend's name in State and on the command line.
@@ -34,14 +35,32 @@ type Options struct {
 	// RuntimeClass, when set, is every Pod's runtimeClassName (gVisor,
 	// Kata): the cluster must have it.
 	RuntimeClass string
+	// SeccompProfile, when set, is the Pods' seccomp profile: the path,
+	// relative to the kubelet's seccomp directory (<root-dir>/seccomp),
+	// of agentbox's profile (sandbox/seccomp's Profile, the docker
+	// backend's) that the operator installed on every node. Empty means
+	// RuntimeDefault, the runtime's own, which varies: containerd 1.6's
+	// allows io_uring, agentbox's refuses it with the rest of its
+	// denied calls. A node without the file fails the Pod's start.
+	SeccompProfile string
 	// Image is the default image when a Spec names none; default
 	// DefaultImage.
 	Image string
-	// NetworkPolicyEnforced says the operator knows that the cluster
+	// NetworkPolicyEnforced says the operator vouches that the cluster
 	// enforces NetworkPolicies (a CNI or a controller that implements
-	// them). Only then does the backend claim network.none, which it
-	// implements as a deny-all policy. The API cannot tell.
+	// them), so that network-none sessions skip the proof of their
+	// deny-all policy (see netproof.go): faster creates, and no need of
+	// ephemeral containers or python3 in Image, at the price of trusting
+	// the claim, and the enforcer's lag in applying a new policy.
 	NetworkPolicyEnforced bool
+	// EgressAddress is an address of this host that the cluster's Pods
+	// reach without address translation; the egress proxies of sessions
+	// with a network allow-list listen there (egress.go). Empty: the
+	// allow-list is refused.
+	EgressAddress string
+	// EgressUpstream is how the egress proxies reach upstreams; the zero
+	// value is the real network. For tests.
+	EgressUpstream egress.Upstream
 	// Snapshots stores workspace snapshots; it must also import tar
 	// streams (snapshot.Store does). Nil disables Session.Snapshot and
 	// seeding from a snapshot.
@@ -105,7 +124,21 @@ func New(opts Options) (*Client, error) {
 	}
 	c.version = versionOf(v)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("%w (create it with: kubectl create namespace %s)", err, ns)
+		}
 		return nil, sandbox.Wrap("kube: namespace "+ns, kindOf(err), err)
+	}
+	// A RuntimeClass the cluster lacks would fail every Pod's admission:
+	// say so now. A client that may not read RuntimeClasses finds out at
+	// the first Create.
+	if rc := opts.RuntimeClass; rc != "" {
+		if _, err := cs.NodeV1().RuntimeClasses().Get(ctx, rc, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
+			if apierrors.IsNotFound(err) {
+				err = fmt.Errorf("%w (kubectl get runtimeclass lists the cluster's; a RuntimeClass names a handler the nodes' runtime has, such as runsc for gVisor)", err)
+			}
+			return nil, sandbox.Wrap("kube: runtime class "+rc, kindOf(err), err)
+		}
 	}
 	return c, nil
 }
@@ -150,17 +183,21 @@ func (c *Client) Cluster() string {
 // default seccomp profile), memory and cpu (container limits), disk (the
 // workspace is a tmpfs emptyDir of the asked size), timeouts (the command's
 // session killed through exec; the session's by activeDeadlineSeconds) and
-// the output cap. network.none only with Options.NetworkPolicyEnforced.
-// Not pids (a per-node kubelet setting), read-only or deny paths, nor the
-// egress allow-list.
+// the output cap; and network.none, as a deny-all NetworkPolicy that each
+// session proves holds before Create returns (a cluster that does not
+// enforce it gets the part refused then), or that the operator vouches
+// for (Options.NetworkPolicyEnforced); the egress allow-list when
+// Options.EgressAddress says where its proxies listen (egress.go), with
+// TLS inspection. Not pids (a per-node kubelet setting), nor read-only or
+// deny paths.
 func (c *Client) Enforces() []sandbox.Part {
 	parts := []sandbox.Part{
 		sandbox.PartFilesystem, sandbox.PartProcesses, sandbox.PartIdentity,
 		sandbox.PartMemory, sandbox.PartCPU, sandbox.PartDisk,
-		sandbox.PartTimeout, sandbox.PartOutput,
+		sandbox.PartTimeout, sandbox.PartOutput, sandbox.PartNetworkNone,
 	}
-	if c.opts.NetworkPolicyEnforced {
-		parts = append(parts, sandbox.PartNetworkNone)
+	if c.opts.EgressAddress != "" {
+		parts = append(parts, sandbox.PartNetworkAllowList, sandbox.PartNetworkInspect)
 	}
 	return parts
 }
@@ -177,13 +214,29 @@ func (c *Client) Notes() []string {
 	} else {
 		notes = append(notes, "no runtime class: the node's default runtime (runc shares the node's kernel)")
 	}
-	if c.opts.NetworkPolicyEnforced {
-		notes = append(notes, "network.none: a deny-all NetworkPolicy, which the operator says the cluster enforces")
+	if c.opts.SeccompProfile != "" {
+		notes = append(notes, "seccomp: agentbox's profile, installed on the nodes as "+c.opts.SeccompProfile)
 	} else {
-		notes = append(notes, "network.none not claimed: a deny-all NetworkPolicy is written, but nothing confirms the cluster enforces it")
+		notes = append(notes, "seccomp: the runtime's default profile (RuntimeDefault), which may allow calls agentbox's refuses (io_uring on containerd 1.6)")
+	}
+	if c.opts.NetworkPolicyEnforced {
+		notes = append(notes, "network.none: a deny-all NetworkPolicy, which the operator says the cluster enforces (not proved per session)")
+	} else {
+		notes = append(notes, fmt.Sprintf("network.none: a deny-all NetworkPolicy that each session proves before it is handed out: from an ephemeral container of %s, its Pod reaches its node's kubelet (port %d) without the policy and no longer with it; where that fails (no enforcer, no ephemeral containers, no python3 in that image) the part is refused", c.opts.Image, kubeletPort))
+	}
+	if c.opts.EgressAddress != "" {
+		notes = append(notes, "network.allowlist: each session's egress proxy listens on "+c.opts.EgressAddress+" and serves only its Pod's address; the Pod's NetworkPolicy admits only that address and port, proved as network.none's; inspected hosts' TLS is terminated with a per-session CA the Pod trusts through a bundle on its /tmp; a session resumed in another process has no proxy and is refused")
+	} else {
+		notes = append(notes, "network.allowlist not enforced: no --egress-address (an address of this host the Pods reach) for the egress proxies")
 	}
 	notes = append(notes,
 		"resources.disk: the workspace is a memory-backed emptyDir of the asked size (counted toward memory)",
-		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny, network.allowlist; a host workspace or mount is refused")
+		"not enforced: resources.pids (a kubelet setting per node), filesystem.read_only and filesystem.deny; a host workspace or mount is refused")
 	return notes
 }
+
+// RemoteWorkspaces is true: a session's workspace is an emptyDir in its
+// Pod, never a directory of this host, so the agent runner copies a
+// manifest's files in through the session (WriteFile) instead of handing
+// over a host directory.
+func (c *Client) RemoteWorkspaces() bool { return true }

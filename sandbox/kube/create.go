@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -30,8 +31,8 @@ type handles struct {
 }
 
 // Create starts a session: its Pod (and, for network none, a deny-all
-// NetworkPolicy), seeded from spec.Snapshot when set, and waits until the
-// Pod runs.
+// NetworkPolicy that the session proves holds, see netproof.go), seeded
+// from spec.Snapshot when set, and waits until the Pod runs.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	const op = "kube: create"
 	if spec.Workdir == "" {
@@ -75,26 +76,90 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 	if err != nil {
 		return nil, sandbox.Wrap(op, nil, err)
 	}
+	mode := spec.Policy.Network.EffectiveMode()
+	var link *egressLink
+	if mode == sandbox.NetworkAllowList && c.opts.EgressAddress != "" {
+		// (Without an egress address, sandbox.Check has refused the
+		// allow-list, or AllowWeaker runs the Pod with its network open,
+		// as it did before there was an allow-list here.)
+		if link, err = c.startEgress(spec); err != nil {
+			return nil, err
+		}
+	}
 	pods := c.cs.CoreV1().Pods(c.ns)
 	pod, err := pods.Create(ctx, c.podFor(id, spec, uid, gid), metav1.CreateOptions{})
 	if err != nil {
+		link.close()
 		return nil, sandbox.Wrap(op+" pod", kindOf(err), err)
 	}
-	s := &session{c: c, id: id, spec: spec, uid: uid, created: pod.CreationTimestamp.Time,
+	s := &session{c: c, id: id, spec: spec, uid: uid, created: pod.CreationTimestamp.Time, egress: link,
 		h: handles{Namespace: c.ns, Pod: pod.Name, UID: string(pod.UID), Server: c.server}}
 	fail := func(err error) (sandbox.Session, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = c.deleteObjects(cctx, s.h.Namespace, id)
+		link.close()
 		return nil, err
 	}
-	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkNone {
-		if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, c.denyAll(id, spec.Detached), metav1.CreateOptions{}); err != nil {
+	// Network none and the allow-list are both a policy that denies all
+	// but (for the allow-list) the session's egress proxy.
+	none := mode == sandbox.NetworkNone || link != nil
+	part := "network.none"
+	if link != nil {
+		part = "network.allowlist"
+	}
+	if none && c.opts.NetworkPolicyEnforced {
+		// The operator vouches for the cluster: the policy exists before
+		// the Pod starts, and nothing is proved.
+		if _, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, s.policy(), metav1.CreateOptions{}); err != nil {
 			return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
 		}
 	}
-	if err := c.waitRunning(ctx, pod); err != nil {
+	prove := none && !c.opts.NetworkPolicyEnforced
+	var proberErr error
+	if prove {
+		// The probe's container goes in before the Pod starts, so that
+		// it starts with it (see netproof.go).
+		proberErr = s.addProber(ctx, pod)
+		var np *errNotProved
+		if proberErr != nil && !errors.As(proberErr, &np) {
+			return fail(proberErr)
+		}
+	}
+	running, err := c.waitRunning(ctx, pod)
+	if err != nil {
 		return fail(err)
+	}
+	if prove {
+		// Until the proof returns, the Pod runs only its init: no command
+		// of the session has run yet (see netproof.go).
+		err := proberErr
+		if err == nil {
+			err = s.proveDenyAll(ctx, running)
+		}
+		var np *errNotProved
+		if errors.As(err, &np) {
+			if !spec.AllowWeaker {
+				return fail(sandbox.Errorf(sandbox.ErrPolicyUnsupported, "%s: %s: the NetworkPolicy of pod %s is not proved: %s", op, part, pod.Name, np.why))
+			}
+			// The proof may have failed before it wrote the policy: the
+			// weakened session still gets it.
+			_, err := c.cs.NetworkingV1().NetworkPolicies(c.ns).Create(ctx, s.policy(), metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fail(sandbox.Wrap(op+" network policy", kindOf(err), err))
+			}
+			c.log.Warn("kube: "+part+" weakened (allow-weaker): the NetworkPolicy is written but not proved", "pod", pod.Name, "why", np.why)
+		} else if err != nil {
+			return fail(err)
+		}
+	}
+	if link != nil {
+		if err := link.serve(running.Status.PodIP); err != nil {
+			return fail(sandbox.Wrap(op+" egress proxy", sandbox.ErrUnavailable, err))
+		}
+		if err := link.trust(ctx, s); err != nil {
+			return fail(err)
+		}
 	}
 	if spec.Snapshot != "" {
 		if err := s.restore(ctx, spec.Snapshot); err != nil {
@@ -108,41 +173,41 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 // waitRunning watches pod until its container runs; a Pod that fails,
 // ends or cannot start (an image that is missing, a RuntimeClass the node
 // lacks) is an error saying why.
-func (c *Client) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+func (c *Client) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	op := "kube: start pod " + pod.Name
 	w, err := c.cs.CoreV1().Pods(pod.Namespace).Watch(ctx, metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
 		ResourceVersion: pod.ResourceVersion,
 	})
 	if err != nil {
-		return sandbox.Wrap(op, kindOf(err), err)
+		return nil, sandbox.Wrap(op, kindOf(err), err)
 	}
 	defer w.Stop()
 	last := pod
 	for {
 		if done, err := runningOrFailed(last); done {
 			if err != nil {
-				return sandbox.Wrap(op, sandbox.ErrUnavailable, err)
+				return nil, sandbox.Wrap(op, sandbox.ErrUnavailable, err)
 			}
-			return nil
+			return last, nil
 		}
 		select {
 		case <-ctx.Done():
-			return sandbox.Wrap(op, sandbox.ErrTimeout, fmt.Errorf("%w; the pod: %s", ctx.Err(), describePod(last)))
+			return nil, sandbox.Wrap(op, sandbox.ErrTimeout, fmt.Errorf("%w; the pod: %s", ctx.Err(), describePod(last)))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				// The watch ended (a server timeout): look once and watch again.
 				p, err := c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 				if err != nil {
-					return sandbox.Wrap(op, kindOf(err), err)
+					return nil, sandbox.Wrap(op, kindOf(err), err)
 				}
 				return c.waitRunning(ctx, p)
 			}
 			switch ev.Type {
 			case watch.Deleted:
-				return sandbox.Errorf(sandbox.ErrGone, "%s: deleted while starting", op)
+				return nil, sandbox.Errorf(sandbox.ErrGone, "%s: deleted while starting", op)
 			case watch.Error:
-				return sandbox.Wrap(op, sandbox.ErrUnavailable, apierrors.FromObject(ev.Object))
+				return nil, sandbox.Wrap(op, sandbox.ErrUnavailable, apierrors.FromObject(ev.Object))
 			}
 			if p, ok := ev.Object.(*corev1.Pod); ok {
 				last = p
@@ -207,11 +272,40 @@ func (c *Client) Resume(ctx context.Context, st sandbox.State) (sandbox.Session,
 		return nil, sandbox.Errorf(sandbox.ErrGone, "%s: pod %s/%s does not run: %s", op, h.Namespace, h.Pod, describePod(p))
 	}
 	spec := st.Spec
+	if spec.Policy.Network.EffectiveMode() == sandbox.NetworkAllowList {
+		return nil, sandbox.Errorf(sandbox.ErrUnsupported, "%s: its egress proxy lived in the process that created it; the pod reaches nothing without it: close it and create another", op)
+	}
 	uid, _, err := parseUser(spec.User)
 	if err != nil {
 		return nil, err
 	}
 	return &session{c: c, id: st.ID, spec: spec, uid: uid, h: h, snapshot: st.Snapshot, created: st.CreatedAt}, nil
+}
+
+// Status says whether the Pod st names runs ("running"), can no longer
+// run or is gone ("gone"), or is neither yet ("unknown"), for agentbox
+// session ls and gc.
+func (c *Client) Status(ctx context.Context, st sandbox.State) (string, error) {
+	h, err := c.handlesOf(st)
+	if err != nil {
+		return "", err
+	}
+	p, err := c.cs.CoreV1().Pods(h.Namespace).Get(ctx, h.Pod, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "gone", nil
+	case err != nil:
+		return "", sandbox.Wrap("kube: status of "+st.String(), kindOf(err), err)
+	case h.UID != "" && string(p.UID) != h.UID || p.DeletionTimestamp != nil:
+		return "gone", nil
+	}
+	switch done, why := runningOrFailed(p); {
+	case done && why == nil:
+		return "running", nil
+	case done:
+		return "gone", nil
+	}
+	return "unknown", nil
 }
 
 // Rebuild makes a new session from the latest snapshot of the one st

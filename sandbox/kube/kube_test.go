@@ -81,12 +81,11 @@ func TestConformance(t *testing.T) {
 		return testClient(t, Options{Snapshots: store})
 	}, sandboxtest.WithSnapshots(store),
 		sandboxtest.WithSpec(func(sp *sandbox.Spec) {
-			// A Pod's workspace is an emptyDir, and network none is
-			// not claimed here (the test cluster enforces no
-			// NetworkPolicy): both are refused by name otherwise.
+			// A Pod's workspace is an emptyDir: a host directory is
+			// refused by name.
 			sp.Workspace = ""
-			sp.AllowWeaker = true
 		}),
+		sandboxtest.NetworkNoneByPolicy("a Pod keeps its interface; a deny-all NetworkPolicy, proved at create, blocks it"),
 		sandboxtest.NoPause("a Pod cannot be frozen through the Kubernetes API"),
 		sandboxtest.NoWatch("the workspace is an emptyDir in the Pod, not a directory of this host"))
 }
@@ -191,10 +190,10 @@ func TestRefusals(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	for name, spec := range map[string]sandbox.Spec{
-		"a host workspace":                  {Workspace: dir, AllowWeaker: true},
-		"a host mount":                      {Mounts: []sandbox.Mount{{Source: dir, Target: "/mnt/x"}}, AllowWeaker: true},
-		"root":                              {User: "0", AllowWeaker: true},
-		"network none without allow-weaker": {},
+		"a host workspace":      {Workspace: dir, AllowWeaker: true},
+		"a host mount":          {Mounts: []sandbox.Mount{{Source: dir, Target: "/mnt/x"}}, AllowWeaker: true},
+		"root":                  {User: "0", AllowWeaker: true},
+		"the egress allow-list": {Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{Mode: sandbox.NetworkAllowList, Allow: []string{"example.com"}}}},
 	} {
 		sess, err := c.Create(ctx, spec)
 		if err == nil {

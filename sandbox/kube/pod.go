@@ -28,6 +28,8 @@ const (
 	labelDetached  = "agentbox.detached"
 	annotCreated   = "agentbox.created"
 	container      = "session"
+	// pidVolume holds the exec wrapper's pid files (pidDir).
+	pidVolume = "agentbox-pids"
 )
 
 // initCmd is the container's first process: a shell that only sleeps,
@@ -106,6 +108,11 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 		}
 	}
 	tmpLimit := resource.MustParse("64Mi")
+	pidLimit := resource.MustParse("1Mi")
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	if c.opts.SeccompProfile != "" {
+		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &c.opts.SeccompProfile}
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        podName(id),
@@ -120,7 +127,7 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 			TerminationGracePeriodSeconds: ptr(int64(0)),
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: &t,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				SeccompProfile: seccomp,
 			},
 			Containers: []corev1.Container{{
 				Name:            container,
@@ -136,16 +143,18 @@ func (c *Client) podFor(id string, spec sandbox.Spec, uid, gid int64) *corev1.Po
 					ReadOnlyRootFilesystem:   &t,
 					Privileged:               &f,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					SeccompProfile:           seccomp,
 				},
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: workdir},
 					{Name: "tmp", MountPath: "/tmp"},
+					{Name: pidVolume, MountPath: pidDir},
 				},
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &workspace}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &tmpLimit}}},
+				{Name: pidVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &pidLimit}}},
 			},
 		},
 	}
@@ -197,6 +206,16 @@ func (c *Client) denyAll(id string, detached bool) *networkingv1.NetworkPolicy {
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 		},
 	}
+}
+
+// policy is the session's NetworkPolicy: deny-all, but for the egress
+// proxy when the session has an allow-list.
+func (s *session) policy() *networkingv1.NetworkPolicy {
+	np := s.c.denyAll(s.id, s.spec.Detached)
+	if s.egress != nil {
+		np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{s.egress.egressRule()}
+	}
+	return np
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -18,6 +18,18 @@ import (
 // These tests check what the backend asks of the cluster without one; the
 // tests of kube_test.go (-tags kube) check that a real cluster does it.
 
+func TestPodForUsesTheInstalledSeccompProfileWhenGiven(t *testing.T) {
+	c := &Client{ns: "ns", opts: Options{SeccompProfile: "agentbox/profile.json"}}
+	pod := c.podFor("abc", sandbox.Spec{Workdir: "/w"}, 1000, 1000)
+	for what, sp := range map[string]*corev1.SeccompProfile{
+		"pod": pod.Spec.SecurityContext.SeccompProfile, "container": pod.Spec.Containers[0].SecurityContext.SeccompProfile,
+	} {
+		if sp.Type != corev1.SeccompProfileTypeLocalhost || sp.LocalhostProfile == nil || *sp.LocalhostProfile != "agentbox/profile.json" {
+			t.Errorf("%s seccomp profile %+v, want Localhost agentbox/profile.json", what, sp)
+		}
+	}
+}
+
 func TestPodForConfinesTheSession(t *testing.T) {
 	c := &Client{ns: "ns", opts: Options{RuntimeClass: "gvisor"}}
 	spec := sandbox.Spec{

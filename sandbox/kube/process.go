@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -21,9 +22,16 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// pidDir is where the exec wrapper records each command's pid, on the
-// session's /tmp emptyDir.
-const pidDir = "/tmp/.agentbox"
+// pidDir is where the exec wrapper records each command's pid: a small
+// emptyDir of its own (pidVolume), so that a command that fills /tmp or
+// the workspace does not fail every later exec. Pods made before it had
+// one keep the pids in oldPidDir, on their /tmp.
+const (
+	pidDir    = "/run/agentbox"
+	oldPidDir = "/tmp/.agentbox"
+	// pickPidDir sets d to the Pod's pid directory.
+	pickPidDir = `d=` + pidDir + `; [ -d $d ] || { d=` + oldPidDir + `; mkdir -p $d 2>/dev/null; }; `
+)
 
 // killTimeout bounds the kill exec of Close.
 const killTimeout = 10 * time.Second
@@ -32,23 +40,35 @@ const killTimeout = 10 * time.Second
 // ($1) so that Kill can find the command's session (runc makes each exec a
 // session leader), enters the workdir ($2) and replaces itself with env -i
 // and the rest: the session's environment, then the command.
-const wrapperScript = `mkdir -p ` + pidDir + ` 2>/dev/null; echo $$ >` + pidDir + `/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
+const wrapperScript = pickPidDir + `echo $$ >$d/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
 
-// killScript kills the session of the command tagged $1 (every process
-// whose session id is its pid): stopped first so that none forks while
-// the scan runs, then killed. It waits briefly for the wrapper to record
-// the pid, as a kill may come right after a start.
-const killScript = `f=` + pidDir + `/"$1"; i=0
+// killScript kills the command tagged $1 and everything it started: its
+// session (runc makes each exec a session leader, and the wrapper's pid is
+// the session id) and, transitively, every child of a process already
+// found, which catches a setsid'ed child whose parent still runs. Each
+// process found is stopped at once, so that none forks while the scan
+// runs; the scan repeats until it finds no more, then all are killed. It
+// waits briefly for the wrapper to record the pid, as a kill may come
+// right after a start. A daemon that double-forked out of its session is
+// reparented to the Pod's init and is not found: the session's own
+// timeout (activeDeadlineSeconds) ends it.
+const killScript = pickPidDir + `f=$d/"$1"; i=0
 while [ ! -s "$f" ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
 pid=$(cat "$f" 2>/dev/null) || exit 0
-for sig in STOP KILL; do
+kill -STOP "$pid" 2>/dev/null
+tree=" $pid "; more=1
+while [ $more = 1 ]; do
+	more=0
 	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		case "$tree" in *" $p "*) continue;; esac
 		st=$(cat $d/stat 2>/dev/null) || continue
 		st=${st##*) }; set -- $st
-		[ "$4" = "$pid" ] && kill -$sig ${d#/proc/} 2>/dev/null
+		case "$tree" in *" $2 "*|*" $4 "*) kill -STOP "$p" 2>/dev/null; tree="$tree$p "; more=1;; esac
 	done
 done
-kill -KILL "$pid" 2>/dev/null; rm -f "$f"; exit 0`
+for p in $tree; do kill -KILL "$p" 2>/dev/null; done
+rm -f "$f"; exit 0`
 
 // execArgv is the argv the Pod runs for req: the wrapper, the tag, the
 // workdir, the environment and the command.
@@ -64,6 +84,11 @@ func (s *session) execArgv(req sandbox.ExecRequest, tag string) ([]string, error
 		}
 	}
 	env := sessionEnv(s.spec)
+	if s.egress != nil {
+		for k, v := range s.egress.env() {
+			env[k] = v
+		}
+	}
 	for k, v := range req.Env {
 		env[k] = v
 	}
@@ -88,11 +113,29 @@ func (s *session) stream(ctx context.Context, argv []string, opts remotecommand.
 			Container: container, Command: argv,
 			Stdin: opts.Stdin != nil, Stdout: opts.Stdout != nil, Stderr: opts.Stderr != nil, TTY: opts.Tty,
 		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(s.c.rest, http.MethodGet, req.URL().String())
+	return s.streamURL(ctx, req.URL(), opts)
+}
+
+// attach streams with the first process of the Pod's container name
+// over pods/attach, until it ends.
+func (s *session) attach(ctx context.Context, name string, opts remotecommand.StreamOptions) error {
+	req := s.c.cs.CoreV1().RESTClient().Post().
+		Namespace(s.h.Namespace).Resource("pods").Name(s.h.Pod).SubResource("attach").
+		VersionedParams(&corev1.PodAttachOptions{
+			Container: name,
+			Stdin:     opts.Stdin != nil, Stdout: opts.Stdout != nil, Stderr: opts.Stderr != nil, TTY: opts.Tty,
+		}, scheme.ParameterCodec)
+	return s.streamURL(ctx, req.URL(), opts)
+}
+
+// streamURL streams over the exec or attach request at u (WebSocket, else
+// SPDY).
+func (s *session) streamURL(ctx context.Context, u *url.URL, opts remotecommand.StreamOptions) error {
+	ws, err := remotecommand.NewWebSocketExecutor(s.c.rest, http.MethodGet, u.String())
 	if err != nil {
 		return fmt.Errorf("websocket executor: %w", err)
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(s.c.rest, http.MethodPost, req.URL())
+	spdy, err := remotecommand.NewSPDYExecutor(s.c.rest, http.MethodPost, u)
 	if err != nil {
 		return fmt.Errorf("spdy executor: %w", err)
 	}

@@ -17,6 +17,9 @@ type session struct {
 	h       handles
 	created time.Time
 
+	// egress is the allow-list's proxy, when the session has one.
+	egress *egressLink
+
 	mu       sync.Mutex
 	snapshot string
 	closed   bool
@@ -75,5 +78,7 @@ func (s *session) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	return s.c.deleteObjects(ctx, s.h.Namespace, s.id)
+	err := s.c.deleteObjects(ctx, s.h.Namespace, s.id)
+	s.egress.close()
+	return err
 }

@@ -12,9 +12,16 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentbox/agentbox/internal/outpipe"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
 )
+
+// outputWindow is how much of one stream's output the client holds
+// unread before it stops taking more from the connection. The server
+// queues about as much again, then the command blocks in its next write,
+// as with a pipe.
+const outputWindow = 1 << 20
 
 // stdinChunk is the most standard input one message carries (the
 // server's read limit is a little above).
@@ -22,7 +29,8 @@ const stdinChunk = 32 << 10
 
 // Start starts a command on the server and streams it over a WebSocket.
 // Output is delivered as the caller reads it: a stream nobody reads holds
-// the others back, as a pipe would.
+// the others back, as a pipe would, but never a Kill or the exit after
+// it.
 func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
 	if err := s.live("start"); err != nil {
 		return nil, err
@@ -94,8 +102,7 @@ type process struct {
 	id   string
 	conn *websocket.Conn
 
-	stdout, stderr *io.PipeReader
-	outW, errW     *io.PipeWriter
+	stdout, stderr *outpipe.Pipe
 	stdin          *stdin
 
 	seq  atomic.Uint64
@@ -110,8 +117,7 @@ type process struct {
 
 func newProcess(conn *websocket.Conn, id string) *process {
 	p := &process{id: id, conn: conn, acks: map[uint64]chan error{}, done: make(chan struct{})}
-	p.stdout, p.outW = io.Pipe()
-	p.stderr, p.errW = io.Pipe()
+	p.stdout, p.stderr = outpipe.New(outputWindow), outpipe.New(outputWindow)
 	p.stdin = &stdin{p: p}
 	go p.read()
 	return p
@@ -125,8 +131,8 @@ func (p *process) read() {
 	ctx := context.Background()
 	end := func(st sandbox.ExitStatus, err error) {
 		p.status, p.err = st, err
-		p.outW.Close()
-		p.errW.Close()
+		p.stdout.End()
+		p.stderr.End()
 		p.mu.Lock()
 		for seq, ch := range p.acks {
 			ch <- sandbox.Errorf(sandbox.ErrClosed, "remote: the process ended")
@@ -145,11 +151,11 @@ func (p *process) read() {
 			if len(data) == 0 {
 				continue
 			}
-			w := p.outW
+			o := p.stdout
 			if data[0] == api.StreamStderr {
-				w = p.errW
+				o = p.stderr
 			}
-			_, _ = w.Write(data[1:]) // a reader that closed its end drops output
+			_, _ = o.Write(data[1:]) // a reader that closed its end drops output
 			continue
 		}
 		var ev api.Event
@@ -230,8 +236,20 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 	return p.control(ctx, api.Control{Type: api.ControlResize, Rows: rows, Cols: cols})
 }
 
+// Kill asks the server to kill the command and waits for its answer,
+// which, like the exit, arrives behind the output the server queued: the
+// output is taken in whole meanwhile, read or not (see outpipe).
 func (p *process) Kill(ctx context.Context) error {
-	return p.control(ctx, api.Control{Type: api.ControlKill})
+	p.stdout.Drain(true)
+	p.stderr.Drain(true)
+	err := p.control(ctx, api.Control{Type: api.ControlKill})
+	if err != nil && ctx.Err() == nil {
+		// The server refused: the command may still run, and its
+		// output is held back again.
+		p.stdout.Drain(false)
+		p.stderr.Drain(false)
+	}
+	return err
 }
 
 func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {

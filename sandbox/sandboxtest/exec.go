@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,7 @@ func execTests() []testCase {
 		{name: "a timeout kills the whole process tree quickly", run: testTimeoutKillsTree},
 		{name: "the policy's limits are ceilings a request can lower but never raise", run: testPolicyCeilings},
 		{name: "closing a process kills the command it started", run: testProcessClose},
+		{name: "output read late is whole and in order", run: testLateReader},
 		{name: "output past the cap is dropped and reported", run: testOutputCap},
 		{name: "an empty command is refused as invalid", run: testEmptyCommand},
 		{name: "eight concurrent execs all succeed", run: testConcurrentExecs},
@@ -323,6 +326,40 @@ func testPolicyCeilings(t *testing.T, s *suite) {
 	res, err = sandbox.Exec(ctx(t), sess, sandbox.ExecRequest{Cmd: []string{"sh", "-c", "echo 0123456789"}, MaxOutput: 4})
 	if err != nil || string(res.Stdout) != "0123" || !res.OutputTruncated {
 		t.Fatalf("a request lowering the cap to 4: stdout %q, truncated %v, err %v", res.Stdout, res.OutputTruncated, err)
+	}
+}
+
+// testLateReader: output read only after the command filled every buffer
+// (and blocked) arrives whole, in order, and then the exit.
+func testLateReader(t *testing.T, s *suite) {
+	_, sess := s.session(t)
+	const n = 400000 // about 2.7 MB of lines
+	p, err := sess.Start(ctx(t), sandbox.ExecRequest{Cmd: []string{"seq", "1", strconv.Itoa(n)}, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	go func() { _, _ = io.Copy(io.Discard, p.Stderr()) }()
+	time.Sleep(time.Second)
+	var out bytes.Buffer
+	if _, err := io.Copy(&out, p.Stdout()); err != nil {
+		t.Fatalf("read stdout: %v", err)
+	}
+	st, err := p.Wait(ctx(t))
+	if err != nil || st.ExitCode != 0 {
+		t.Fatalf("exit %+v, %v", st, err)
+	}
+	var want bytes.Buffer
+	for i := 1; i <= n; i++ {
+		want.WriteString(strconv.Itoa(i))
+		want.WriteByte('\n')
+	}
+	if !bytes.Equal(out.Bytes(), want.Bytes()) {
+		i := 0
+		for i < min(out.Len(), want.Len()) && out.Bytes()[i] == want.Bytes()[i] {
+			i++
+		}
+		t.Fatalf("got %d bytes, want %d; they differ from byte %d", out.Len(), want.Len(), i)
 	}
 }
 

@@ -40,7 +40,7 @@ func servePorts(t *testing.T, sess sandbox.Session, ports ...int) {
 	}
 	// The server logs each request to stderr: read and drop it, as a
 	// backend that delivers output as it is read (remote) holds the
-	// process, and its acknowledgement of Kill, behind unread output.
+	// process back behind unread output, as a pipe would.
 	for _, r := range []io.Reader{p.Stdout(), p.Stderr()} {
 		if r != nil {
 			go func() { _, _ = io.Copy(io.Discard, r) }()

@@ -55,6 +55,10 @@ const (
 	// it must refuse it with sandbox.ErrUnsupported, which the watch
 	// tests then check instead of skipping.
 	CapWatch Capability = "watch"
+	// CapEmptyNetns: network none as a network namespace with only
+	// loopback. A backend whose network none is a policy on an interface
+	// (NetworkNoneByPolicy) is checked by reaching out instead.
+	CapEmptyNetns Capability = "empty-netns"
 )
 
 // Option adjusts the suite for a backend.
@@ -101,6 +105,12 @@ func NoPorts(reason string) Option { return Skip(CapPorts, reason) }
 // NoWatch says the backend cannot watch a workspace: the watch tests
 // check that Watch is refused with sandbox.ErrUnsupported.
 func NoWatch(reason string) Option { return Skip(CapWatch, reason) }
+
+// NetworkNoneByPolicy says the backend's network none keeps an interface
+// and blocks it by policy (a Kubernetes NetworkPolicy): the network.none
+// test then checks, with python3 in the image, that the sandbox reaches
+// no address of this host, where the test listens.
+func NetworkNoneByPolicy(reason string) Option { return Skip(CapEmptyNetns, reason) }
 
 func why(reason []string, def string) string {
 	if len(reason) == 0 || reason[0] == "" {

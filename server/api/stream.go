@@ -10,6 +10,13 @@ import "github.com/agentbox/agentbox/sandbox"
 // Server to client: text messages are Event; binary messages are output,
 // their first byte the stream (StreamStdout, StreamStderr), the rest data.
 // The server closes the connection after the exit event.
+//
+// Flow control is TCP's: a client that stops reading holds back the
+// process's output, and with it the events sent after that output (an
+// ack, the exit), as a pipe holds back its writer. A client that sends
+// kill must therefore go on reading (and may keep the output for later):
+// the killed process's remaining output is finite, and the ack and the
+// exit come behind it. sandbox/remote does so.
 
 // Output stream tags, the first byte of a server's binary message.
 const (

@@ -30,6 +30,7 @@ import (
 type runFlags struct {
 	agentFile    string
 	backend      string
+	kube         cli.KubeOptions
 	provider     string
 	modelName    string
 	baseURL      string
@@ -113,7 +114,8 @@ Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.agentFile, "agent", "", "agent `FILE` (YAML)")
-	fl.StringVar(&f.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, or local (confines NOTHING; development only)")
+	fl.StringVar(&f.backend, "backend", "linux", "sandbox backend: linux (native isolation), docker, kube (a Pod on a Kubernetes cluster; see --kubeconfig), or local (confines NOTHING; development only)")
+	cli.RegisterKubeFlags(fl, &f.kube)
 	fl.StringVar(&f.provider, "provider", "", "model provider: "+strings.Join(agent.Providers, "|")+" (overrides the agent file)")
 	fl.StringVar(&f.modelName, "model", "", "model `NAME` (overrides the agent file)")
 	fl.StringVar(&f.baseURL, "base-url", "", "model server base `URL` (default OPENAI_BASE_URL, then api.openai.com)")
@@ -211,7 +213,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	bo := cli.BackendOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), Warn: stderr}
+	bo := cli.BackendOptions{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})), Warn: stderr, Kube: f.kube}
 	if f.approvalWait && f.saveRun == "" {
 		return errors.New("run: --approval-wait stops the run with a call pending; give --save-run FILE to continue it later")
 	}

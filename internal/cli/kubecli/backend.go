@@ -20,12 +20,13 @@ func Register(a *cli.App) {
 
 // Backend is the kube backend: one Pod per session in --namespace of the
 // cluster --kubeconfig names (default $KUBECONFIG, then ~/.kube/config),
-// with --runtime-class and --image (default agentbox/base:latest, which
-// the cluster's nodes must have).
+// with --runtime-class, --egress-address (where network allow-list
+// proxies listen) and --image (default agentbox/base:latest, which the
+// cluster's nodes must have).
 func Backend(o cli.BackendOptions) (sandbox.Client, error) {
 	return kube.New(kube.Options{
 		Kubeconfig: o.Kube.Kubeconfig, Namespace: o.Kube.Namespace, RuntimeClass: o.Kube.RuntimeClass,
-		Image: o.Image, Snapshots: o.Snapshots, Logger: o.Logger,
+		EgressAddress: o.Kube.EgressAddress, Image: o.Image, Snapshots: o.Snapshots, Logger: o.Logger,
 	})
 }
 

@@ -39,7 +39,7 @@ func TestOverwritingTheHostAgentboxBinaryFails(t *testing.T) {
 				{"reopen-rw", "/proc/1/exe"},
 			})
 			for _, o := range results {
-				t.Run(o.args[0]+" of /proc/1/exe fails", func(t *testing.T) { o.failed(t) })
+				t.Run(o.Args[0]+" of /proc/1/exe fails", func(t *testing.T) { o.Failed(t) })
 			}
 		})
 	}
@@ -74,11 +74,11 @@ func TestReadingADeniedPathFails(t *testing.T) {
 		{"open-by-handle", "/workspace/private"},
 	})
 	for _, o := range results {
-		t.Run(o.args[0]+" "+o.args[1]+" fails", func(t *testing.T) {
-			if bytes.Contains([]byte(o.out), []byte(want)) {
-				t.Fatalf("ESCAPE: the denied content leaked:\n%s", o.out)
+		t.Run(o.Args[0]+" "+o.Args[1]+" fails", func(t *testing.T) {
+			if bytes.Contains([]byte(o.Out), []byte(want)) {
+				t.Fatalf("ESCAPE: the denied content leaked:\n%s", o.Out)
 			}
-			o.failed(t)
+			o.Failed(t)
 		})
 	}
 	scripts := []string{

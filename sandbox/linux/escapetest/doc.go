@@ -3,8 +3,9 @@
 // API: it is a test suite, one test per attack, named after the attack.
 //
 // The attacks that shell tools cannot make are made by a small static Go
-// program, testdata/attack, built once in TestMain (CGO_ENABLED=0, so it
-// needs nothing in the sandbox) and bound read-only into every session at
+// program, internal/attacktest's helper (shared with the kube backend's
+// escape tests), built once in TestMain (CGO_ENABLED=0, so it needs
+// nothing in the sandbox) and bound read-only into every session at
 // /opt/escapetest. Each invocation tries one attack (or a batch of them,
 // in one process) through the raw system call and reports the errno that
 // stopped it, so a test can also tell which wall did.

@@ -42,7 +42,7 @@ func TestMountingFails(t *testing.T) {
 			results := batch(t, who.s, list)
 			for i, c := range cases {
 				t.Run(c.name+" fails", func(t *testing.T) {
-					results[i].failed(t, "EPERM")
+					results[i].Failed(t, "EPERM")
 				})
 			}
 			t.Run("mount(8) fails", func(t *testing.T) {
@@ -83,7 +83,7 @@ func TestCreatingAUserNamespaceFails(t *testing.T) {
 			// it, whatever it changed for the next ones.
 			results := batch(t, who.s, list)
 			for i, c := range cases {
-				t.Run(c.name+" fails", func(t *testing.T) { results[i].failed(t, c.want...) })
+				t.Run(c.name+" fails", func(t *testing.T) { results[i].Failed(t, c.want...) })
 			}
 			tools := []string{"unshare -U true", "unshare -r true", "unshare -U -m -n -p -f true"}
 			rs := shBatch(t, who.s, tools)
@@ -176,7 +176,7 @@ func TestOtherKernelAttackSurfaceIsClosed(t *testing.T) {
 			}
 			results := batch(t, who.s, list)
 			for i, c := range cases {
-				t.Run(c.name+" fails", func(t *testing.T) { results[i].failed(t, c.want...) })
+				t.Run(c.name+" fails", func(t *testing.T) { results[i].Failed(t, c.want...) })
 			}
 		})
 	}
@@ -210,10 +210,10 @@ func TestWritingProcSysAndSysFails(t *testing.T) {
 			list = append(list, []string{"write", "/proc/self/oom_score_adj", "-1000"})
 			results := batch(t, who.s, list)
 			for i, w := range writes {
-				t.Run("writing "+w.path+" fails", func(t *testing.T) { results[i].failed(t) })
+				t.Run("writing "+w.path+" fails", func(t *testing.T) { results[i].Failed(t) })
 			}
 			t.Run("lowering oom_score_adj fails", func(t *testing.T) {
-				results[len(writes)].failed(t, "EACCES", "EPERM")
+				results[len(writes)].Failed(t, "EACCES", "EPERM")
 			})
 		})
 	}
@@ -258,6 +258,6 @@ func TestDevHasNoBlockDevices(t *testing.T) {
 	}
 	results := batch(t, s, list)
 	for _, o := range results {
-		t.Run("reading "+o.args[1]+" fails", func(t *testing.T) { o.failed(t) })
+		t.Run("reading "+o.Args[1]+" fails", func(t *testing.T) { o.Failed(t) })
 	}
 }

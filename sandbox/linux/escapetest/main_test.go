@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/attacktest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux"
@@ -68,7 +68,7 @@ func runTests(m *testing.M) int {
 		hostHelperDir = rootlessHelperDir()
 		hostHelper = filepath.Join(hostHelperDir, "attack")
 	case os.Geteuid() == 0:
-		buildErr = buildHelper(hostHelper)
+		buildErr = attacktest.Build(hostHelper)
 	}
 	code := m.Run()
 	for name, s := range sharedSess {
@@ -78,23 +78,6 @@ func runTests(m *testing.M) int {
 		}
 	}
 	return code
-}
-
-// buildHelper compiles testdata/attack as a static binary at out.
-func buildHelper(out string) error {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("the go tool is needed to build the attack helper: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	cmd := exec.Command(goTool, "build", "-o", out, "./testdata/attack")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the attack helper with %s: %v\n%s", goTool, err, b)
-	}
-	return nil
 }
 
 // newClient returns a linux client, or skips when the backend cannot run.
@@ -194,16 +177,7 @@ func enforces(c *linux.Client, p sandbox.Part) bool {
 // run at all.
 func execIn(t testing.TB, s sandbox.Session, req sandbox.ExecRequest) sandbox.ExecResult {
 	t.Helper()
-	if req.Timeout == 0 {
-		req.Timeout = 20 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), req.Timeout+10*time.Second)
-	defer cancel()
-	res, err := sandbox.Exec(ctx, s, req)
-	if err != nil {
-		t.Fatalf("exec %q: %v", req.Cmd, err)
-	}
-	return res
+	return attacktest.Exec(t, s, req)
 }
 
 // sh runs a shell command in s.
@@ -222,37 +196,18 @@ func attack(t testing.TB, s sandbox.Session, args ...string) (string, string) {
 
 func parseResult(t testing.TB, args []string, res sandbox.ExecResult) (string, string) {
 	t.Helper()
-	out := string(res.Stdout)
-	i := strings.LastIndex(out, "result: ")
-	if res.ExitCode != 0 || i < 0 {
-		t.Fatalf("attack helper %q did not report (exit %d %s): stdout %q stderr %q", args, res.ExitCode, res.Signal, res.Stdout, res.Stderr)
+	o, err := attacktest.Parse(args, res)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(out[i+len("result: "):]), out
+	return o.Got, o.Out
 }
 
 // batch runs several attacks in one helper process (one exec instead of
 // many) and returns each one's result and output, in order.
 func batch(t testing.TB, s sandbox.Session, list [][]string) []outcome {
 	t.Helper()
-	args := []string{helper, "batch"}
-	for _, a := range list {
-		args = append(args, strings.Join(a, " "))
-	}
-	res := execIn(t, s, sandbox.ExecRequest{Cmd: args})
-	parts := strings.Split(string(res.Stdout), "=== ")
-	if res.ExitCode != 0 || len(parts) != len(list)+1 {
-		t.Fatalf("attack batch did not report (exit %d %s): stdout %q stderr %q", res.ExitCode, res.Signal, res.Stdout, res.Stderr)
-	}
-	out := make([]outcome, len(list))
-	for i, p := range parts[1:] {
-		_, body, _ := strings.Cut(p, "\n")
-		j := strings.LastIndex(body, "result: ")
-		if j < 0 {
-			t.Fatalf("attack %q did not report: %q", list[i], body)
-		}
-		out[i] = outcome{args: list[i], got: strings.TrimSpace(body[j+len("result: "):]), out: body}
-	}
-	return out
+	return attacktest.Batch(t, s, helper, list)
 }
 
 // shBatch runs several shell snippets in one exec, each in its own
@@ -283,25 +238,9 @@ type shOutcome struct {
 	out  string
 }
 
-// outcome is one attack's report.
-type outcome struct {
-	args []string
-	got  string // "ok" or the errno name
-	out  string
-}
-
-// failed asserts that the attack was stopped, with one of the errnos in
-// want when any are given.
-func (o outcome) failed(t testing.TB, want ...string) {
-	t.Helper()
-	if o.got == "ok" {
-		t.Fatalf("ESCAPE: attack %q succeeded:\n%s", o.args, o.out)
-	}
-	if len(want) > 0 && !contains(want, o.got) {
-		t.Errorf("attack %q failed with %s, want %s (a different wall than expected stopped it):\n%s", o.args, o.got, strings.Join(want, " or "), o.out)
-	}
-	t.Logf("stopped with %s", o.got)
-}
+// outcome is one attack's report; its failed asserts that the attack was
+// stopped, with one of the errnos given when any are.
+type outcome = attacktest.Outcome
 
 // mustFail asserts that an attack was stopped, with one of the errnos in
 // want when any are given.

@@ -36,7 +36,7 @@ func TestPtracingAnotherProcessFails(t *testing.T) {
 				if i == 3 {
 					want = append(want, "ESRCH")
 				}
-				t.Run(c.name+" fails", func(t *testing.T) { results[i].failed(t, want...) })
+				t.Run(c.name+" fails", func(t *testing.T) { results[i].Failed(t, want...) })
 			}
 		})
 	}
@@ -86,7 +86,7 @@ func TestSeeingOrSignallingHostPidsFails(t *testing.T) {
 				{"kill", hostPid, "0"}, {"pidfd-open", hostPid}, {"kill", victimPid, "0"}, {"pidfd-open", victimPid},
 			})
 			for _, o := range results {
-				t.Run(o.args[0]+" of the host's pid "+o.args[1]+" fails", func(t *testing.T) { o.failed(t, "ESRCH") })
+				t.Run(o.Args[0]+" of the host's pid "+o.Args[1]+" fails", func(t *testing.T) { o.Failed(t, "ESRCH") })
 			}
 			t.Run("SIGKILL to the init leaves it running", func(t *testing.T) {
 				// The kernel drops SIGKILL sent to a pid namespace's init

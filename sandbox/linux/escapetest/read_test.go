@@ -63,10 +63,10 @@ func TestReadingAHostFileOutsideTheWorkspaceFails(t *testing.T) {
 		for i, tc := range cases {
 			t.Run(who.name+"/"+tc.name, func(t *testing.T) {
 				o := results[i]
-				if tc.secret != "" && strings.Contains(o.out, tc.secret) {
-					t.Fatalf("ESCAPE: read the host's %s from inside:\n%s", tc.path, o.out)
+				if tc.secret != "" && strings.Contains(o.Out, tc.secret) {
+					t.Fatalf("ESCAPE: read the host's %s from inside:\n%s", tc.path, o.Out)
 				}
-				o.failed(t)
+				o.Failed(t)
 			})
 		}
 	}

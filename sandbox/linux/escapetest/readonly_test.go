@@ -66,7 +66,7 @@ func TestWritingAReadOnlyMountFails(t *testing.T) {
 			results := batch(t, s, list)
 			for i, c := range helperCases {
 				t.Run(c.name+" fails", func(t *testing.T) {
-					results[i].failed(t, c.want...)
+					results[i].Failed(t, c.want...)
 				})
 			}
 			shellCases := []struct{ name, script string }{

@@ -63,12 +63,12 @@ func TestWritingOutsideTheWorkspaceFails(t *testing.T) {
 						os.Remove(hostPath)
 						t.Fatalf("ESCAPE: writing %s/%s from inside created the host's %s", d.inside, name, hostPath)
 					}
-					results[i].failed(t)
+					results[i].Failed(t)
 				})
 			}
 			for i, p := range overwrite {
 				t.Run("overwriting "+p, func(t *testing.T) {
-					results[len(dirs)+i].failed(t)
+					results[len(dirs)+i].Failed(t)
 				})
 			}
 			// The sandbox's own /tmp and /dev/shm are writable tmpfs: a
