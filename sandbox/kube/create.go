@@ -44,6 +44,11 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 	if !path.IsAbs(spec.Workdir) || path.Clean(spec.Workdir) != spec.Workdir || spec.Workdir == "/" || spec.Workdir == "/tmp" {
 		return nil, sandbox.Errorf(sandbox.ErrInvalid, "%s: workdir %q must be a clean absolute path other than / and /tmp", op, spec.Workdir)
 	}
+	// Exposed ports are kept in the State, but DialPort is not built for
+	// Pods (it would be the pods/portforward subresource): a dial says so.
+	if err := sandbox.CheckPorts(spec.Ports); err != nil {
+		return nil, sandbox.Wrap(op, nil, err)
+	}
 	if spec.Workspace != "" {
 		// A Pod may run on any node: a directory of this host cannot be
 		// its workspace. Name the directory and its owner, as a refusal

@@ -87,6 +87,7 @@ func TestConformance(t *testing.T) {
 		}),
 		sandboxtest.NetworkNoneByPolicy("a Pod keeps its interface; a deny-all NetworkPolicy, proved at create, blocks it"),
 		sandboxtest.NoPause("a Pod cannot be frozen through the Kubernetes API"),
+		sandboxtest.NoPorts("a port inside a Pod would be reached through pods/portforward, which the backend does not implement yet"),
 		sandboxtest.NoWatch("the workspace is an emptyDir in the Pod, not a directory of this host"))
 }
 

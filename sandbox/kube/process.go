@@ -97,7 +97,15 @@ func (s *session) execArgv(req sandbox.ExecRequest, tag string) ([]string, error
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	argv := []string{"/bin/sh", "-c", wrapperScript, "agentbox-exec", tag, wd}
+	script := wrapperScript
+	if req.TTY {
+		// The terminal's size reaches the kubelet through the resize
+		// stream, after the command may have started: set it first, so
+		// that the command's first look at its terminal sees it.
+		rows, cols := ttySize(req)
+		script = fmt.Sprintf("stty rows %d cols %d 2>/dev/null; %s", rows, cols, script)
+	}
+	argv := []string{"/bin/sh", "-c", script, "agentbox-exec", tag, wd}
 	for _, k := range keys {
 		argv = append(argv, k+"="+env[k])
 	}
@@ -171,10 +179,7 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 	opts := remotecommand.StreamOptions{Stdin: stdinR, Stdout: outW, Tty: req.TTY}
 	var errW *io.PipeWriter
 	if req.TTY {
-		rows, cols := req.Rows, req.Cols
-		if rows == 0 || cols == 0 {
-			rows, cols = 24, 80
-		}
+		rows, cols := ttySize(req)
 		p.sizes <- remotecommand.TerminalSize{Height: rows, Width: cols}
 		opts.TerminalSizeQueue = p
 		p.stderr = strings.NewReader("")
@@ -373,4 +378,12 @@ func (p *process) Close() error {
 	p.cancel()
 	_ = p.stdin.Close()
 	return nil
+}
+
+// ttySize is the terminal size req asks for, 24x80 by default.
+func ttySize(req sandbox.ExecRequest) (rows, cols uint16) {
+	if req.Rows == 0 || req.Cols == 0 {
+		return 24, 80
+	}
+	return req.Rows, req.Cols
 }
