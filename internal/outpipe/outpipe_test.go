@@ -38,13 +38,19 @@ func TestAWriterWaitsPastTheWindowUnlessDrainedAndNothingIsLost(t *testing.T) {
 		t.Fatal("a write while draining waited")
 	}
 	p.Drain(false)
-	if returns(written(p, []byte("k"))) {
+	k := written(p, []byte("k"))
+	if returns(k) {
 		t.Fatal("after the drain a write past the window did not wait")
 	}
 	b := make([]byte, 100)
 	n, _ := p.Read(b)
 	if got := string(b[:n]); got != "abcdefghij" {
 		t.Fatalf("read %q", got)
+	}
+	// The writer ends the stream after its last write returned, as a
+	// producer does (End does not wait for writes still under way).
+	if !returns(k) {
+		t.Fatal("a read that emptied the window did not release the waiting write")
 	}
 	p.End()
 	rest, err := io.ReadAll(p)
