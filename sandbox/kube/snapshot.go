@@ -2,6 +2,7 @@ package kube
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,13 @@ func (s *session) Snapshot(ctx context.Context) (string, error) {
 		switch {
 		case serr != nil:
 			err = serr
+		case st.ExitCode == 1 && bytes.Contains(errb.Bytes(), []byte("as we read it")):
+			// GNU tar's "some files differ": a file changed or went
+			// while it was read. The archive is whole; a Pod cannot be
+			// paused, so a snapshot of a session whose commands write
+			// is not a point-in-time copy, and says so in the log.
+			s.c.log.Warn("kube: snapshot of a running session: files changed while they were read", "session", s.id, "tar", string(errb.Bytes()))
+			err = nil
 		case st.ExitCode != 0:
 			err = fmt.Errorf("tar in the pod: exit %d: %s", st.ExitCode, errb.Bytes())
 		default:
