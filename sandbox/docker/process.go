@@ -258,14 +258,6 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 	if s.proxy != nil {
 		p.denials0 = len(s.proxy.Denials())
 	}
-	if timeout > 0 {
-		// The command's timeout holds whoever waits for it (Exec, or
-		// a caller of Start that does not count).
-		p.deadline = time.AfterFunc(timeout, func() {
-			p.timedOut.Store(true)
-			_ = p.Kill(context.Background())
-		})
-	}
 	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY)
 	// The engine stops answering about a container while an exec of it
 	// that ended cannot hand it the rest of its output: the attach
@@ -295,6 +287,15 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 			p.settle(nil)
 		}
 	}()
+	if timeout > 0 {
+		// The command's timeout holds whoever waits for it (Exec, or
+		// a caller of Start that does not count). Armed last: its Kill
+		// uses every field set above.
+		p.deadline = time.AfterFunc(timeout, func() {
+			p.timedOut.Store(true)
+			_ = p.Kill(context.Background())
+		})
+	}
 	return p, nil
 }
 
