@@ -11,6 +11,10 @@
 // out of its session goes to the Pod's init and lives until the session's
 // timeout (a Pod has no per-command cgroup to find it by).
 //
+// A command the OOM killer ends exits 137 as any SIGKILL does; the
+// container's oom_kill counter, recorded at the command's start and read
+// again after it, tells the two apart (oom.go).
+//
 // The container runs as the session's uid (runAsNonRoot), with no
 // capabilities, allowPrivilegeEscalation false, a read-only root
 // filesystem, a seccomp profile (the runtime's default, or agentbox's own

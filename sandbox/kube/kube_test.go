@@ -10,6 +10,7 @@ package kube
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,47 @@ func TestRefusals(t *testing.T) {
 		if !strings.Contains(err.Error(), "kube") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// A command the OOM killer ends is reported as such (OOMKilled, the
+// memory violation); one that ends by a SIGKILL of its own, after an OOM
+// kill in the same session, or by its timeout, is not.
+func TestOOMKilledCommandIsToldFromOtherKills(t *testing.T) {
+	c := testClient(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sess, err := c.Create(ctx, sandbox.Spec{AllowWeaker: true, Policy: sandbox.Policy{Resources: sandbox.Resources{MemoryBytes: 64 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(context.Background())
+	for _, tc := range []struct {
+		name    string
+		cmd     string
+		timeout time.Duration
+		oom     bool
+	}{
+		{name: "a shell that doubles a string past the memory limit", cmd: "x=0123456789abcdef; while :; do x=$x$x; done", oom: true},
+		{name: "a command that kills itself with SIGKILL, after an OOM kill", cmd: "kill -KILL $$"},
+		{name: "a command killed at its timeout", cmd: "sleep 60", timeout: time.Second},
+		{name: "the memory bomb again: the count is per command", cmd: "x=0123456789abcdef; while :; do x=$x$x; done", oom: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"sh", "-c", tc.cmd}, Timeout: tc.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.ExitCode != 137 || r.OOMKilled != tc.oom {
+				t.Fatalf("exit %d %s, OOMKilled=%t; want 137 and OOMKilled=%t (stderr %q, violations %q)", r.ExitCode, r.Signal, r.OOMKilled, tc.oom, r.Stderr, r.Violations)
+			}
+			hasViolation := slices.ContainsFunc(r.Violations, func(v string) bool { return strings.Contains(v, "memory limit of 64.0 MiB reached") })
+			if hasViolation != tc.oom {
+				t.Errorf("violations %q, want the memory limit's: %t", r.Violations, tc.oom)
+			}
+			if r.TimedOut != (tc.timeout > 0) {
+				t.Errorf("TimedOut=%t", r.TimedOut)
+			}
+		})
 	}
 }

@@ -178,3 +178,42 @@ func TestParseUser(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOOMCounts(t *testing.T) {
+	for _, tc := range []struct {
+		out         string
+		before, now int64
+		unreadable  bool
+	}{
+		{out: "0 1\n", before: 0, now: 1},
+		{out: "-1 3\n", before: -1, now: 3},
+		{out: "2 -1\n", before: 2, now: -1},
+		{out: "", unreadable: true},
+		{out: "x 1\n", unreadable: true},
+		{out: "1 2 3\n", unreadable: true},
+	} {
+		before, now, err := parseOOMCounts(tc.out)
+		if (err != nil) != tc.unreadable || (err == nil && (before != tc.before || now != tc.now)) {
+			t.Errorf("parseOOMCounts(%q) = %d, %d, %v", tc.out, before, now, err)
+		}
+	}
+}
+
+func TestTerminatedByOOMReadsTheStateAndTheLastOne(t *testing.T) {
+	oom := &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}
+	other := &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 137}
+	for _, tc := range []struct {
+		name string
+		cs   corev1.ContainerStatus
+		want bool
+	}{
+		{"terminated by the OOM killer", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: oom}}, true},
+		{"last terminated by it", corev1.ContainerStatus{LastTerminationState: corev1.ContainerState{Terminated: oom}}, true},
+		{"terminated otherwise", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: other}}, false},
+		{"running", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}, false},
+	} {
+		if got := terminatedByOOM(tc.cs); got != tc.want {
+			t.Errorf("%s: %t", tc.name, got)
+		}
+	}
+}

@@ -36,11 +36,24 @@ const (
 // killTimeout bounds the kill exec of Close.
 const killTimeout = 10 * time.Second
 
+// readOOMKills sets o to the container's OOM-kill counter (oom_kill of
+// its memory cgroup: memory.events on cgroup v2, memory.oom_control on
+// v1, both readable in the container), or -1 where there is none. Shell
+// builtins only: the wrapper pays no fork for it.
+const readOOMKills = `o=-1; for c in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+	[ -r $c ] || continue; while read k v; do [ "$k" = oom_kill ] && o=$v; done <$c; break
+done; `
+
 // wrapperScript starts every command: it records its pid under the tag
 // ($1) so that Kill can find the command's session (runc makes each exec a
-// session leader), enters the workdir ($2) and replaces itself with env -i
-// and the rest: the session's environment, then the command.
-const wrapperScript = pickPidDir + `echo $$ >$d/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
+// session leader), with the OOM-kill counter at its start (oomScript
+// compares), enters the workdir ($2) and replaces itself with env -i and
+// the rest: the session's environment, then the command.
+const wrapperScript = pickPidDir + readOOMKills + `echo $$ $o >$d/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
+
+// oomScript prints the OOM-kill counter at the start of the command
+// tagged $1 (-1 when its record is gone) and now.
+const oomScript = pickPidDir + `b=-1; [ -r $d/"$1" ] && read p b <$d/"$1"; ` + readOOMKills + `echo "${b:--1} $o"`
 
 // killScript kills the command tagged $1 and everything it started: its
 // session (runc makes each exec a session leader, and the wrapper's pid is
@@ -54,7 +67,7 @@ const wrapperScript = pickPidDir + `echo $$ >$d/"$1" || exit 125; cd "$2" || exi
 // timeout (activeDeadlineSeconds) ends it.
 const killScript = pickPidDir + `f=$d/"$1"; i=0
 while [ ! -s "$f" ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done
-pid=$(cat "$f" 2>/dev/null) || exit 0
+read pid o <"$f" 2>/dev/null || exit 0
 kill -STOP "$pid" 2>/dev/null
 tree=" $pid "; more=1
 while [ $more = 1 ]; do
@@ -200,12 +213,16 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 	go func() {
 		defer close(p.done)
 		err := s.stream(sctx, argv, opts)
-		p.status, p.err = exitStatus(err)
+		st, err := exitStatus(err)
 		outW.Close()
 		if errW != nil {
 			errW.Close()
 		}
 		stdinR.Close()
+		if err == nil && st.ExitCode == 128+int(syscall.SIGKILL) && !p.wasKilled() {
+			st = s.explainKill(sctx, tag, st)
+		}
+		p.status, p.err = st, err
 	}()
 	return p, nil
 }
@@ -268,6 +285,13 @@ type process struct {
 	mu     sync.Mutex
 	killed bool
 	closed bool
+}
+
+// wasKilled says whether Kill or Close ended the command.
+func (p *process) wasKilled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
 }
 
 // Stdin is the command's standard input. With a terminal, Close sends
