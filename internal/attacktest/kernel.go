@@ -18,6 +18,7 @@ type Attack struct {
 	Args []string
 	// Refusal is the errnos that mean the expected wall stopped it; any
 	// other failure is reported as a different wall (Outcome.Failed).
+	// Empty, any failure is the refusal.
 	Refusal []string
 	// Why is what the attack would give the sandbox were it not refused.
 	Why string
@@ -148,4 +149,35 @@ var Kernel = []Attack{
 		"link-layer frames: spoofing and sniffing the node's network (no CAP_NET_RAW)"},
 	{"open_by_handle_at (shocker)", []string{"open-by-handle", ws}, eperm,
 		"a handle opens any inode of a host-backed filesystem, bypassing the mount view (the 'shocker' escape)"},
+}
+
+// KernelWrites write the kernel's settings for the whole machine through
+// /proc and /sys, which a backend mounts read-only, masks or leaves out:
+// any failure is a refusal (EROFS, ENOENT, EACCES, by backend and path),
+// except that lowering oom_score_adj needs CAP_SYS_RESOURCE.
+var KernelWrites = []Attack{
+	{"writing /proc/sys/kernel/core_pattern", []string{"write", "/proc/sys/kernel/core_pattern", "|" + ws + "/pwn"}, nil,
+		"the kernel runs the core_pattern program as root on the host when any process dumps core"},
+	{"writing /proc/sys/kernel/modprobe", []string{"write", "/proc/sys/kernel/modprobe", ws + "/pwn"}, nil,
+		"the kernel runs the modprobe program as root on the host when it wants a module"},
+	{"writing /proc/sys/kernel/panic", []string{"write", "/proc/sys/kernel/panic", "1"}, nil,
+		"the host's behaviour on a panic"},
+	{"writing /proc/sys/vm/drop_caches", []string{"write", "/proc/sys/vm/drop_caches", "3"}, nil,
+		"the host's page cache dropped: a denial of service to every other tenant"},
+	{"writing /proc/sys/kernel/hostname", []string{"write", "/proc/sys/kernel/hostname", "escaped"}, nil,
+		"the host's name, where the uts namespace is shared"},
+	{"writing /proc/sys/net/ipv4/ip_forward", []string{"write", "/proc/sys/net/ipv4/ip_forward", "1"}, nil,
+		"routing through the sandbox's network namespace"},
+	{"writing /proc/sysrq-trigger", []string{"write", "/proc/sysrq-trigger", "h"}, nil,
+		"magic SysRq: crash, reboot or freeze the host"},
+	{"writing /sys/kernel/uevent_helper", []string{"write", "/sys/kernel/uevent_helper", ws + "/pwn"}, nil,
+		"the kernel runs the uevent helper as root on the host at each device event"},
+	{"writing /sys/fs/cgroup/cgroup.procs", []string{"write", "/sys/fs/cgroup/cgroup.procs", "1"}, nil,
+		"moving a process out of the cgroup that bounds it"},
+	{"writing /proc/1/mem", []string{"write", "/proc/1/mem", "x"}, nil,
+		"the memory of the init that holds the sandbox together"},
+	{"writing /proc/1/attr/current", []string{"write", "/proc/1/attr/current", "unconfined"}, nil,
+		"the init's LSM label, to shed an AppArmor or SELinux confinement"},
+	{"lowering oom_score_adj", []string{"write", "/proc/self/oom_score_adj", "-1000"}, []string{"EACCES", "EPERM"},
+		"the OOM killer would take the host's processes before the sandbox's"},
 }

@@ -260,7 +260,7 @@ func TestEscapeOtherSessionsAreOutOfReach(t *testing.T) {
 
 // The resources the backend claims (memory, cpu, disk) bound a session
 // that tries to take more; a fork bomb is not tried (resources.pids is
-// not claimed: see escapeNotApplicable).
+// not claimed: see what does not apply, atop escape_test.go).
 func TestEscapeResourceBombsAreBounded(t *testing.T) {
 	const memory, disk = 128 << 20, 16 << 20
 	s := escapeSession(t, escapeClient(t), sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{
