@@ -46,18 +46,17 @@ func Refused(t *testing.T, s sandbox.Session, helper string, attacks []Attack) {
 const MountScratch = "/tmp/m"
 
 var (
-	ws      = sandbox.DefaultWorkdir
-	eperm   = []string{"EPERM"}
-	scratch = MountScratch
+	ws    = sandbox.DefaultWorkdir
+	eperm = []string{"EPERM"}
 )
 
 // Mounts change the sandbox's view of the filesystem, which the backend
 // fixed: each would uncover or make writable what a bind or a mask
 // hides. A seccomp filter refuses them all (EPERM).
 var Mounts = []Attack{
-	{"mounting a tmpfs", []string{"mount-tmpfs", scratch}, eperm,
+	{"mounting a tmpfs", []string{"mount-tmpfs", MountScratch}, eperm,
 		"a mount over a path changes what the sandbox's other processes see there"},
-	{"binding the root elsewhere", []string{"mount-bind", "/", scratch}, eperm,
+	{"binding the root elsewhere", []string{"mount-bind", "/", MountScratch}, eperm,
 		"a bind of the root without its submounts shows what they cover"},
 	{"remounting the root read-write", []string{"remount-rw", "/"}, eperm,
 		"the read-only root becomes writable"},
@@ -67,9 +66,9 @@ var Mounts = []Attack{
 		"a runtime masks /proc/kcore with a bind of /dev/null: under it is the kernel's memory"},
 	{"unmounting the workspace", []string{"umount", ws}, eperm,
 		"what the workspace mount covers shows"},
-	{"pivot_root", []string{"pivot-root", scratch, scratch + "/old"}, eperm,
+	{"pivot_root", []string{"pivot-root", MountScratch, MountScratch + "/old"}, eperm,
 		"a new root leaves the old one, and what it hides, at a path of the attacker's choice"},
-	{"chroot", []string{"chroot", scratch}, eperm,
+	{"chroot", []string{"chroot", MountScratch}, eperm,
 		"with a directory descriptor kept open, the classic chroot escape to the real root"},
 	{"fsopen (the new mount API)", []string{"fsopen"}, eperm,
 		"a filesystem context parses an attacker's superblock options: a kernel bug surface"},
