@@ -249,4 +249,20 @@ func TestOOMKilledCommandIsToldFromOtherKills(t *testing.T) {
 			}
 		})
 	}
+	// The records of ended commands are gone: left behind, they filled
+	// the pid volume (1 MiB, a page each) at a session's 257th command.
+	t.Run("no ended command leaves its record on the pid volume", func(t *testing.T) {
+		for _, cmd := range []string{"true", "exit 3"} {
+			if _, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"sh", "-c", cmd}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"ls", pidDir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(strings.Fields(string(r.Stdout))); n != 1 {
+			t.Errorf("%s holds %d records, want the ls's own:\n%s", pidDir, n, r.Stdout)
+		}
+	})
 }

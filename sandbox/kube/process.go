@@ -46,14 +46,19 @@ done; `
 
 // wrapperScript starts every command: it records its pid under the tag
 // ($1) so that Kill can find the command's session (runc makes each exec a
-// session leader), with the OOM-kill counter at its start (oomScript
-// compares), enters the workdir ($2) and replaces itself with env -i and
-// the rest: the session's environment, then the command.
-const wrapperScript = pickPidDir + readOOMKills + `echo $$ $o >$d/"$1" || exit 125; cd "$2" || exit 126; shift 2; exec env -i "$@"`
+// session leader, the wrapper), with the OOM-kill counter at its start
+// (oomScript compares), enters the workdir ($2) and runs env -i and the
+// rest: the session's environment, then the command. It stays, to remove
+// the record when the command ends: the pid volume is a tmpfs of 1 MiB,
+// which records left behind (a page each) filled at the 257th command of
+// a session, failing every later one. A command that ends by SIGKILL
+// keeps its record for oomScript or killScript, which remove it.
+const wrapperScript = pickPidDir + readOOMKills + `echo $$ $o >$d/"$1" || exit 125; cd "$2" || exit 126; t=$1; shift 2
+env -i "$@"; r=$?; [ $r = 137 ] || rm -f $d/"$t"; exit $r`
 
 // oomScript prints the OOM-kill counter at the start of the command
-// tagged $1 (-1 when its record is gone) and now.
-const oomScript = pickPidDir + `b=-1; [ -r $d/"$1" ] && read p b <$d/"$1"; ` + readOOMKills + `echo "${b:--1} $o"`
+// tagged $1 (-1 when its record is gone) and now, and removes the record.
+const oomScript = pickPidDir + `b=-1; [ -r $d/"$1" ] && read p b <$d/"$1"; ` + readOOMKills + `echo "${b:--1} $o"; rm -f $d/"$1"`
 
 // killScript kills the command tagged $1 and everything it started: its
 // session (runc makes each exec a session leader, and the wrapper's pid is
