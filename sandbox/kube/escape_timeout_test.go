@@ -37,9 +37,10 @@ func TestEscapeOutlivingTheExecTimeoutFails(t *testing.T) {
 			if d := time.Since(start); d > 15*time.Second {
 				t.Errorf("the exec returned %s after a 2s timeout", d)
 			}
-			// Every process but the init, its sleep and this scan's own.
+			// Every process but the init, its sleep and this scan's own
+			// (its exec wrapper, the parent, included).
 			left := podSh(t, s, `[ -s `+ws+`/p.pid ] || exit 3; for d in /proc/[0-9]*; do p=${d#/proc/}; `+
-				`[ "$p" = 1 ] || [ "$p" = $$ ] && continue; st=$(cat $d/stat 2>/dev/null) || continue; st=${st##*) }; set -- $st; `+
+				`[ "$p" = 1 ] || [ "$p" = $$ ] || [ "$p" = $PPID ] && continue; st=$(cat $d/stat 2>/dev/null) || continue; st=${st##*) }; set -- $st; `+
 				`[ "$2" = 1 ] && [ "$4" = 1 ] && continue; [ "$3" = Z ] && continue; `+
 				`a=$(tr '\0' ' ' < $d/cmdline 2>/dev/null) && [ -n "$a" ] && echo "$p $a"; done | grep -a -v -e '^[0-9]* tr ' -e '^[0-9]* grep ' -e '^[0-9]* cat ' -e 'p.pid ] || exit 3'`)
 			if left.ExitCode == 3 {
