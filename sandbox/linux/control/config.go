@@ -107,12 +107,26 @@ type Args struct {
 	// Join is how many v1 group directories follow, from fd FdJoinFirst
 	// on, that the spawning thread joins (see cgroups.Group.ThreadDirs).
 	Join int
+	// StateDir is the absolute state directory the session's own
+	// directory (StateDir/ID) is in, and MountNS the inode of the mount
+	// namespace that path is seen in (the client's). The init does not
+	// use them: they are there for `agentbox gc`, which ends an init
+	// whose session directory is gone (see linux.Client.Remains) and
+	// must know from the process alone which directory that is.
+	StateDir string
+	MountNS  uint64
 }
 
+// Argv is a as the init's arguments (after Marker).
 func (a Args) Argv() []string {
-	return []string{"id=" + a.ID, "track=" + a.Tracking, "join=" + strconv.Itoa(a.Join)}
+	argv := []string{"id=" + a.ID, "track=" + a.Tracking, "join=" + strconv.Itoa(a.Join)}
+	if a.StateDir != "" {
+		argv = append(argv, "state="+a.StateDir, "mntns="+strconv.FormatUint(a.MountNS, 10))
+	}
+	return argv
 }
 
+// ParseArgs reads the init's arguments (after Marker).
 func ParseArgs(argv []string) (Args, error) {
 	var a Args
 	for _, arg := range argv {
@@ -131,6 +145,14 @@ func ParseArgs(argv []string) (Args, error) {
 				return a, fmt.Errorf("init argument %q: join is a count of 0 to 8 groups", arg)
 			}
 			a.Join = n
+		case "state":
+			a.StateDir = v
+		case "mntns":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return a, fmt.Errorf("init argument %q: mntns is a namespace's inode number", arg)
+			}
+			a.MountNS = n
 		default:
 			return a, fmt.Errorf("unknown init argument %q", arg)
 		}
