@@ -1,0 +1,151 @@
+package linux
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
+	"github.com/agentbox/agentbox/sandbox/linux/control"
+)
+
+// A detached session whose state directory is removed from under it runs
+// on, out of sight of its state: Remains finds its init, its workspace
+// mount and its cgroups from the host, and ending them leaves nothing;
+// a live session beside it, with its state, is not listed and runs on.
+func TestRemainsOfASessionWhoseStateDirectoryIsGoneAreFoundAndEnded(t *testing.T) {
+	c := newTestClient(t)
+	tests := []struct {
+		name string
+		spec sandbox.Spec
+	}{
+		{"a tmpfs workspace", sandbox.Spec{Detached: true}},
+		{"a disk image workspace", sandbox.Spec{Detached: true, Policy: sandbox.Policy{Resources: sandbox.Resources{DiskBytes: 16 << 20}}}},
+	}
+	kept := newTestSession(t, c, sandbox.Spec{Detached: true})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.spec.Policy.Resources.DiskBytes > 0 && !hasPart(c, sandbox.PartDisk) {
+				testenv.Skipf(t, "no mkfs.ext4 or loop devices on this host")
+			}
+			s, err := c.Create(context.Background(), tt.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close(context.Background()) })
+			if _, err := s.Start(context.Background(), sandbox.ExecRequest{Cmd: []string{"sleep", "300"}}); err != nil {
+				t.Fatal(err)
+			}
+			id, ws, h := s.ID(), s.State().Workspace, mustHandles(t, s.State())
+			var loop string
+			if h.DiskImage != "" {
+				loop = loopOf(t, ws)
+			}
+			if err := os.RemoveAll(c.sessionDir(id)); err != nil {
+				t.Fatal(err)
+			}
+
+			remains, err := c.Remains()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var what []string
+			for _, r := range remains {
+				switch r.Session {
+				case kept.ID():
+					t.Errorf("the live session with its state is listed: %s: %s", r.What, r.Why)
+				case id:
+					what = append(what, r.What)
+				}
+			}
+			kinds := []string{"init pid", "workspace mount " + ws, "cgroup"}
+			if len(what) != len(kinds) {
+				t.Fatalf("the remains of session %s are %q; want its init, workspace mount and cgroups", id, what)
+			}
+			for i, k := range kinds {
+				if !strings.HasPrefix(what[i], k) {
+					t.Fatalf("the remains of session %s are %q; want %q, in that order", id, what, kinds)
+				}
+			}
+			if !initAlive(h.InitPID, id) || !mounted(ws) {
+				t.Fatal("listing the remains ended something")
+			}
+			for _, r := range remains {
+				if r.Session == id {
+					if err := r.End(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			if initAlive(h.InitPID, id) {
+				t.Error("its init still runs")
+			}
+			if mounted(ws) {
+				t.Errorf("its workspace %s is still mounted", ws)
+			}
+			if loop != "" && loopBacking(loop) == h.DiskImage {
+				t.Errorf("its loop device %s is still attached to %s", loop, h.DiskImage)
+			}
+			g := c.cg.Open(id)
+			for _, hier := range []string{"v2", cgroups.Memory, cgroups.Pids, cgroups.CPU} {
+				if d := g.Dir(hier); d != "" && dirExists(d) {
+					t.Errorf("its cgroup %s is still there", d)
+				}
+			}
+			if again, err := c.Remains(); err != nil || slices.ContainsFunc(again, func(r Remain) bool { return r.Session == id }) {
+				t.Errorf("after End, Remains = %v, %v; want none of session %s", again, err, id)
+			}
+			if res := run(t, kept, "echo", "here"); string(res.Stdout) != "here\n" || !mounted(kept.State().Workspace) {
+				t.Errorf("the live session beside it: %q, workspace mounted %v", res.Stdout, mounted(kept.State().Workspace))
+			}
+		})
+	}
+}
+
+// loopOf is the loop device mounted on dir.
+func loopOf(t *testing.T, dir string) string {
+	t.Helper()
+	mounts, err := readMountinfo("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mounts {
+		if m.point == dir && strings.HasPrefix(m.source, "/dev/loop") {
+			return m.source
+		}
+	}
+	t.Fatalf("no loop device mounted on %s", dir)
+	return ""
+}
+
+// An init tells whose it is by its arguments alone: the state directory
+// (any path) and mount namespace round-trip.
+func TestInitArgumentsNameTheStateDirectory(t *testing.T) {
+	in := control.Args{ID: "abc", Tracking: "v2", Join: 2, StateDir: "/tmp/a dir/with=signs", MountNS: 4026531841}
+	out, err := control.ParseArgs(in.Argv())
+	if err != nil || out != in {
+		t.Fatalf("ParseArgs(%q) = %+v, %v; want %+v", in.Argv(), out, err, in)
+	}
+}
+
+func TestMountinfoPathsAreUnescaped(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "mountinfo")
+	line := `36 35 0:31 / /tmp/a\040b/x\134y.workspace rw,relatime shared:1 - tmpfs agentbox-workspace rw,size=2097152k` + "\n"
+	if err := os.WriteFile(p, []byte(line), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readMountinfo(p)
+	if err != nil || len(m) != 1 {
+		t.Fatalf("readMountinfo = %v, %v", m, err)
+	}
+	want := hostMount{dev: "0:31", point: `/tmp/a b/x\y.workspace`, fstype: "tmpfs", source: "agentbox-workspace"}
+	if m[0] != want {
+		t.Errorf("got %+v, want %+v", m[0], want)
+	}
+}
