@@ -256,9 +256,7 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 	if err != nil {
 		return nil, fmt.Errorf("read the mount table: %w", err)
 	}
-	var used map[string]bool    // the file systems live inits have mounted
-	named := map[string]bool{}  // the workspaces the states of a directory name
-	listed := map[string]bool{} // the directories whose states are in named
+	var used map[string]bool // the file systems live inits have mounted
 	var out []Remain
 	for _, m := range mounts {
 		id, ok := strings.CutSuffix(filepath.Base(m.point), ".workspace")
@@ -276,16 +274,7 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 		default:
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(dir, id)); !errors.Is(err, fs.ErrNotExist) || live[id] {
-			continue
-		}
-		if !listed[dir] {
-			listed[dir] = true
-			for _, ws := range workspacesNamedIn(dir) {
-				named[ws] = true
-			}
-		}
-		if named[m.point] {
+		if live[id] || workspaceClaimed(dir, id, m.point) {
 			continue
 		}
 		if used == nil {
@@ -310,6 +299,9 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 		out = append(out, Remain{Session: id, What: fmt.Sprintf("workspace mount %s (%s)", point, kind),
 			Why: fmt.Sprintf("its session directory %s is gone and no live session uses it", filepath.Join(dir, id)),
 			end: func() error {
+				if workspaceClaimed(filepath.Dir(point), id, point) {
+					return errors.New("a session has claimed it since it was listed")
+				}
 				if kind == "tmpfs" {
 					if err := unix.Unmount(point, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 						return fmt.Errorf("unmount: %w", err)
@@ -327,20 +319,29 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 	return out, nil
 }
 
-// workspacesNamedIn lists the workspaces the session states in the state
-// directory dir name.
-func workspacesNamedIn(dir string) []string {
+// workspaceClaimed reports whether a state in the state directory dir
+// may own the workspace ws of session id: id's own directory is there,
+// a state there names ws (a session rebuilt on it), or a session there
+// is being made (a directory with no state yet: a rebuild adopts the
+// workspace before it writes its state).
+func workspaceClaimed(dir, id, ws string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, id)); !errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return true
 	}
-	var out []string
 	for _, e := range entries {
-		if st, err := readState(filepath.Join(dir, e.Name())); e.IsDir() && err == nil && st.Workspace != "" {
-			out = append(out, filepath.Clean(st.Workspace))
+		if !e.IsDir() || !validID(e.Name()) {
+			continue // ID.workspace and the like
+		}
+		st, err := readState(filepath.Join(dir, e.Name()))
+		if err != nil || filepath.Clean(st.Workspace) == ws {
+			return true
 		}
 	}
-	return out
+	return false
 }
 
 // loopBacking is the file loop device dev is backed by ("" when none),

@@ -149,3 +149,43 @@ func TestMountinfoPathsAreUnescaped(t *testing.T) {
 		t.Errorf("got %+v, want %+v", m[0], want)
 	}
 }
+
+// A session rebuilt on the workspace of a gone one mounts it at the gone
+// session's path, whose session directory Rebuild removed: that mount is
+// the live session's, not a remain, and stays the stopped session's while
+// its state names it.
+func TestRemainsSpareTheWorkspaceARebuiltSessionAdopted(t *testing.T) {
+	c := newTestClient(t)
+	s, err := c.Create(context.Background(), sandbox.Spec{Detached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.State()
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c.Rebuild(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close(context.Background()) })
+	if _, err := os.Stat(c.sessionDir(st.ID)); !os.IsNotExist(err) || !mounted(st.Workspace) {
+		t.Fatalf("the test needs the gone session's directory removed (%v) and its workspace mounted (%v)", err, mounted(st.Workspace))
+	}
+	for _, stopped := range []bool{false, true} {
+		if stopped {
+			if err := s2.Stop(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		remains, err := c.Remains()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range remains {
+			if r.Session == st.ID || r.Session == s2.ID() {
+				t.Errorf("rebuilt session stopped %v: listed %s of session %s: %s", stopped, r.What, r.Session, r.Why)
+			}
+		}
+	}
+}
