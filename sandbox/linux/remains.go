@@ -256,7 +256,11 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 	if err != nil {
 		return nil, fmt.Errorf("read the mount table: %w", err)
 	}
-	var used map[string]bool // the file systems live inits have mounted
+	// The file systems live inits have mounted, and where. An init
+	// starting has a copy of the host's whole mount table until it has
+	// built its root (every workspace mount at the host's path): only a
+	// mount elsewhere (the sandbox's workdir) is a use.
+	var used map[string]map[string]bool
 	var out []Remain
 	for _, m := range mounts {
 		id, ok := strings.CutSuffix(filepath.Base(m.point), ".workspace")
@@ -278,7 +282,7 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 			continue
 		}
 		if used == nil {
-			used = map[string]bool{}
+			used = map[string]map[string]bool{}
 			for _, in := range inits {
 				if in.stateless {
 					continue
@@ -288,11 +292,14 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 					continue // gone meanwhile
 				}
 				for _, t := range theirs {
-					used[t.dev] = true
+					if used[t.dev] == nil {
+						used[t.dev] = map[string]bool{}
+					}
+					used[t.dev][t.point] = true
 				}
 			}
 		}
-		if used[m.dev] {
+		if len(used[m.dev]) > 1 || len(used[m.dev]) == 1 && !used[m.dev][m.point] {
 			continue
 		}
 		point, source := m.point, m.source
