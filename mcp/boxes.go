@@ -178,8 +178,11 @@ func (s *Server) create(ctx context.Context, o *owner, req createRequest) (*box,
 		}
 	}
 	if s.opts.Keep && s.opts.OnKeep != nil {
-		if err := s.opts.OnKeep(sess.State()); err != nil {
+		if err := s.opts.OnKeep(sess.State(), ws); err != nil {
 			_ = sess.Close(context.WithoutCancel(ctx))
+			if ws != "" {
+				os.RemoveAll(ws)
+			}
 			return nil, fmt.Errorf("register the kept session: %w", err)
 		}
 	}

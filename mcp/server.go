@@ -39,9 +39,11 @@ type Options struct {
 	AllowWeaker bool
 	// Keep leaves a client's sessions running, detached, when it
 	// disconnects; OnKeep is told each one (to register it where
-	// `agentbox session ls` finds it).
+	// `agentbox session ls` finds it) with the directory its manifest
+	// was written into, "" if none, which whoever ends the session then
+	// removes.
 	Keep   bool
-	OnKeep func(sandbox.State) error
+	OnKeep func(st sandbox.State, workspace string) error
 	// Approvals are the operator's rules: a matching call runs only when
 	// the client's user approves it (MCP elicitation).
 	Approvals []agent.ApprovalRule

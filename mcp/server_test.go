@@ -95,7 +95,7 @@ func TestAClientsSessionsAreClosedWhenItDisconnects(t *testing.T) {
 
 func TestKeptSessionsAreHandedOverNotClosed(t *testing.T) {
 	var kept []string
-	cs, c, srv := connect(t, Options{Keep: true, OnKeep: func(st sandbox.State) error {
+	cs, c, srv := connect(t, Options{Keep: true, OnKeep: func(st sandbox.State, _ string) error {
 		if !st.Spec.Detached {
 			t.Errorf("kept session %s is not detached", st.ID)
 		}

@@ -59,7 +59,18 @@ type sessionCollector struct{ s *Server }
 var sessionsDesc = prometheus.NewDesc("agentbox_sessions", "Sessions the server holds, by tenant, backend and status.",
 	[]string{"tenant", "backend", "status"}, nil)
 
-func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sessionsDesc }
+var (
+	poolReadyDesc = prometheus.NewDesc("agentbox_pool_ready", "Sessions a tenant's warm pool holds ready.",
+		[]string{"tenant"}, nil)
+	poolCreatesDesc = prometheus.NewDesc("agentbox_pool_creates_total", "Creates that matched a tenant's warm pool, by whether it had a session ready (hit) or not (miss).",
+		[]string{"tenant", "result"}, nil)
+)
+
+func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sessionsDesc
+	ch <- poolReadyDesc
+	ch <- poolCreatesDesc
+}
 
 func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	c.s.mu.Lock()
@@ -80,6 +91,14 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for status, n := range counts {
 			ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(n), t.name, t.client.Name(), status)
+		}
+		if t.pool == nil {
+			continue
+		}
+		for _, st := range t.pool.Stats() {
+			ch <- prometheus.MustNewConstMetric(poolReadyDesc, prometheus.GaugeValue, float64(st.Ready), t.name)
+			ch <- prometheus.MustNewConstMetric(poolCreatesDesc, prometheus.CounterValue, float64(st.Hits), t.name, "hit")
+			ch <- prometheus.MustNewConstMetric(poolCreatesDesc, prometheus.CounterValue, float64(st.Miss), t.name, "miss")
 		}
 	}
 }

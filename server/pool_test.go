@@ -1,7 +1,10 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +51,28 @@ func TestATenantsWarmPoolServesItsDefaultCreates(t *testing.T) {
 	// Pooled sessions count once handed out: 2 held, 1 left of 3.
 	ts.createSession(t, tok)
 	ts.refused(t, tok, "POST", "/v1/sessions", api.CreateSession{}, http.StatusForbidden, api.KindQuota, "limit 3, in use 3")
+	// Operators see the pool in the metrics once it has refilled.
+	for ready() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not refill: %+v", ts.PoolStats("acme"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := ts.PoolStats("acme")[0]
+	if st.Hits+st.Miss != 2 {
+		t.Fatalf("two default creates, and the pool counted %+v", st)
+	}
+	rec := httptest.NewRecorder()
+	ts.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`agentbox_pool_ready{tenant="acme"} 2`,
+		fmt.Sprintf(`agentbox_pool_creates_total{result="hit",tenant="acme"} %d`, st.Hits),
+		fmt.Sprintf(`agentbox_pool_creates_total{result="miss",tenant="acme"} %d`, st.Miss),
+	} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	ts.sessionCount(t, other)
 	if st := ts.PoolStats("other"); st != nil {
 		t.Fatalf("a tenant without a pool has one: %+v", st)

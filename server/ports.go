@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/agentbox/agentbox/sandbox"
+	"github.com/agentbox/agentbox/trace"
 )
 
 // A session's exposed ports (Spec.Ports) are reached through the server
@@ -22,6 +25,12 @@ import (
 // proxies HTTP requests (WebSocket upgrades included) to the port. Either
 // reaches 127.0.0.1:port inside the sandbox and nothing else (see
 // sandbox.DialPort).
+
+// Each use of a port is a step of the session's trace, as a command is:
+// a raw connection (tool "port", with the bytes each way and how long it
+// lasted) and each proxied HTTP request (tool "port_http", with the
+// method, path and status), refused ones with their error. An auditor
+// reading a trace sees every way in, not only the commands.
 
 // portRelayLimit is the largest binary message a port relay reads; a
 // client writes at most 32 KiB a message (io.Copy's buffer), with room.
@@ -49,41 +58,56 @@ func (s *Server) handlePort(w http.ResponseWriter, r *http.Request, t *tenant) e
 	if err != nil {
 		return err
 	}
+	ev := trace.Event{Type: trace.ToolCall, Tool: "port", Arguments: strconv.Itoa(p)}
 	conn, err := sandbox.DialPort(r.Context(), sess, p)
 	if err != nil {
+		ev.Err = err.Error()
+		l.emit(ev)
 		return s.checked(l, err)
 	}
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		conn.Close()
+		ev.Err = "the WebSocket upgrade failed: " + err.Error()
+		l.emit(ev)
 		return nil // Accept answered the client
 	}
 	c.SetReadLimit(portRelayLimit)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
-	relay(websocket.NetConn(ctx, c, websocket.MessageBinary), conn)
+	start := time.Now()
+	in, out := relay(c, websocket.NetConn(ctx, c, websocket.MessageBinary), conn)
+	ev.Output = fmt.Sprintf("%d bytes in, %d bytes out", in, out)
+	ev.DurationMS = time.Since(start).Milliseconds()
+	l.emit(ev)
 	return nil
 }
 
-// relay copies a to b and b to a until one side ends, then closes both:
-// a WebSocket has no half-close, so the first end is the end.
-func relay(a, b net.Conn) {
+// relay copies a (the WebSocket ws as a net.Conn) to b and b to a until
+// one side ends, then closes both: a WebSocket has no half-close, so the
+// first end is the end. It returns the bytes copied from a to b and from
+// b to a. The WebSocket is closed with its close handshake, which its
+// reader takes part in; a's own Close would first cancel that reader,
+// and the connection could then drop without the close frame, which the
+// client reads as an error after the last byte.
+func relay(ws *websocket.Conn, a, b net.Conn) (ab, ba int64) {
 	var once sync.Once
 	closeBoth := func() {
 		once.Do(func() {
-			a.Close()
+			_ = ws.Close(websocket.StatusNormalClosure, "")
 			b.Close()
 		})
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(a, b)
+		ba, _ = io.Copy(a, b)
 		closeBoth()
 	}()
-	_, _ = io.Copy(b, a)
+	ab, _ = io.Copy(b, a)
 	closeBoth()
 	<-done
+	return ab, ba
 }
 
 // handlePortHTTP proxies a request to an HTTP server on an exposed port:
@@ -99,7 +123,14 @@ func (s *Server) handlePortHTTP(w http.ResponseWriter, r *http.Request, t *tenan
 	if err != nil {
 		return err
 	}
+	ev := trace.Event{Type: trace.ToolCall, Tool: "port_http", Arguments: fmt.Sprintf("%d %s %s", p, r.Method, rawPath(r))}
+	start := time.Now()
+	defer func() {
+		ev.DurationMS = time.Since(start).Milliseconds()
+		l.emit(ev)
+	}()
 	if err := sandbox.CheckExposed(sess.State().Spec, p); err != nil {
+		ev.Err = err.Error()
 		return err
 	}
 	// The transport's error is wrapped by net/http; the dial's own error
@@ -132,6 +163,10 @@ func (s *Server) handlePortHTTP(w http.ResponseWriter, r *http.Request, t *tenan
 			pr.Out.Host = host
 			pr.Out.Header.Del("Authorization")
 		},
+		ModifyResponse: func(resp *http.Response) error {
+			ev.Output = resp.Status
+			return nil
+		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
 			mu.Lock()
 			if dialErr != nil {
@@ -142,6 +177,7 @@ func (s *Server) handlePortHTTP(w http.ResponseWriter, r *http.Request, t *tenan
 				err = sandbox.Wrap("proxy to port "+strconv.Itoa(p), sandbox.ErrUnavailable, err)
 			}
 			proxyErr = s.checked(l, err)
+			ev.Err = err.Error()
 		},
 	}
 	rp.ServeHTTP(w, r)

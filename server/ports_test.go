@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/server/api"
+	"github.com/agentbox/agentbox/trace"
 )
 
 // echoServer is a python3 HTTP server for a port test: /echo/... answers
@@ -79,7 +81,8 @@ func TestAnExposedPortIsReachedThroughTheServer(t *testing.T) {
 	if conn == nil {
 		t.Fatalf("raw route on port %d: %d %s", served, status, body)
 	}
-	if _, err := io.WriteString(conn, "GET /hello.txt HTTP/1.0\r\nHost: sandbox\r\n\r\n"); err != nil {
+	const request = "GET /hello.txt HTTP/1.0\r\nHost: sandbox\r\n\r\n"
+	if _, err := io.WriteString(conn, request); err != nil {
 		t.Fatal(err)
 	}
 	got, err := io.ReadAll(conn)
@@ -137,6 +140,40 @@ func TestAnExposedPortIsReachedThroughTheServer(t *testing.T) {
 	status, data = ts.call(t, "", "GET", base+"/hello.txt", nil)
 	if status != http.StatusUnauthorized {
 		t.Errorf("the HTTP route without a key: %d %s", status, data)
+	}
+
+	// Every use of a port is in the session's trace, refusals included;
+	// the unauthenticated request never reached the session.
+	status, data = ts.call(t, tok, "GET", "/v1/traces/"+id, nil)
+	if status != http.StatusOK {
+		t.Fatalf("GET the trace: %d %s", status, data)
+	}
+	evs, err := trace.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uses []string
+	for _, e := range evs {
+		if e.Type != trace.ToolCall || !strings.HasPrefix(e.Tool, "port") {
+			continue
+		}
+		use := e.Tool + " " + e.Arguments + ": " + e.Output
+		if e.Err != "" {
+			use += "error"
+		}
+		uses = append(uses, use)
+	}
+	want := []string{
+		fmt.Sprintf("port %d: %d bytes in, %d bytes out", served, len(request), len(got)),
+		fmt.Sprintf("port_http %d GET /hello.txt: 200 OK", served),
+		fmt.Sprintf("port_http %d GET /echo/a%%2Fb: 200 OK", served),
+		fmt.Sprintf("port %d: error", idle),
+		fmt.Sprintf("port_http %d GET /: error", idle),
+		fmt.Sprintf("port %d: error", hidden),
+		fmt.Sprintf("port_http %d GET /: error", hidden),
+	}
+	if strings.Join(uses, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the trace's port steps:\n%s\nwant:\n%s", strings.Join(uses, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -16,8 +16,10 @@ import (
 
 // Registry is the server's durable state in one bbolt file under the data
 // directory: API keys (hashed), sessions (their backend State, so a
-// restarted server finds them again) and the snapshot index, each keyed by
-// tenant so that a lookup can only ever find the asking tenant's rows.
+// restarted server finds them again), the sessions a warm pool holds (so
+// that one a killed server left is ended by the next) and the snapshot
+// index, each keyed by tenant so that a lookup can only ever find the
+// asking tenant's rows.
 // bbolt locks the file: one server per data directory.
 type Registry struct {
 	db *bolt.DB
@@ -27,6 +29,7 @@ var (
 	bucketKeys      = []byte("keys")
 	bucketSessions  = []byte("sessions")
 	bucketSnapshots = []byte("snapshots")
+	bucketPooled    = []byte("pooled")
 )
 
 // registryFile is the registry's file in the data directory.
@@ -50,7 +53,7 @@ func OpenRegistry(dir string) (*Registry, error) {
 		return nil, fmt.Errorf("registry: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketKeys, bucketSessions, bucketSnapshots} {
+		for _, b := range [][]byte{bucketKeys, bucketSessions, bucketSnapshots, bucketPooled} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -111,9 +114,21 @@ func each[T any](r *Registry, bucket []byte, f func(T) error) error {
 	})
 }
 
-// PutSession writes a session's row.
+// PutSession writes a session's row. A session a warm pool handed out
+// leaves the pool's rows in the same transaction, so that a crash can
+// neither lose it nor leave it to be reaped as a pooled one.
 func (r *Registry) PutSession(rec SessionRecord) error {
-	if err := r.put(bucketSessions, tenantKey(rec.Tenant, rec.State.ID), rec); err != nil {
+	data, err := json.Marshal(rec)
+	if err == nil {
+		key := tenantKey(rec.Tenant, rec.State.ID)
+		err = r.db.Update(func(tx *bolt.Tx) error {
+			if err := tx.Bucket(bucketPooled).Delete(key); err != nil {
+				return err
+			}
+			return tx.Bucket(bucketSessions).Put(key, data)
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("registry: save session %s: %w", rec.State.ID, err)
 	}
 	return nil
@@ -166,5 +181,36 @@ func (r *Registry) Snapshots(tenant string) ([]SnapshotRecord, error) {
 		}
 		return nil
 	})
+	return out, err
+}
+
+// PooledRecord is a session a tenant's warm pool made and has not handed
+// out. Pooled sessions are detached, so they outlive a server killed with
+// SIGKILL; the next server ends those its rows list.
+type PooledRecord struct {
+	Tenant string        `json:"tenant"`
+	State  sandbox.State `json:"state"`
+}
+
+// PutPooled writes a pooled session's row.
+func (r *Registry) PutPooled(rec PooledRecord) error {
+	if err := r.put(bucketPooled, tenantKey(rec.Tenant, rec.State.ID), rec); err != nil {
+		return fmt.Errorf("registry: save pooled session %s: %w", rec.State.ID, err)
+	}
+	return nil
+}
+
+// DeletePooled removes a pooled session's row.
+func (r *Registry) DeletePooled(tenant, id string) error {
+	if err := r.del(bucketPooled, tenantKey(tenant, id)); err != nil {
+		return fmt.Errorf("registry: delete pooled session %s: %w", id, err)
+	}
+	return nil
+}
+
+// Pooled lists every pooled session's row.
+func (r *Registry) Pooled() ([]PooledRecord, error) {
+	var out []PooledRecord
+	err := each(r, bucketPooled, func(rec PooledRecord) error { out = append(out, rec); return nil })
 	return out, err
 }

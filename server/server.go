@@ -176,6 +176,35 @@ func (s *Server) recover(ctx context.Context) error {
 		t.sessions[rec.State.ID] = l
 	}
 	s.log.Info("registry loaded", "sessions", len(recs))
+	return s.reapPooled(ctx)
+}
+
+// reapPooled ends the sessions a warm pool held when its server was
+// killed: no tenant ever saw them. One that cannot be deleted now keeps
+// its row, for the next start to try again.
+func (s *Server) reapPooled(ctx context.Context) error {
+	recs, err := s.reg.Pooled()
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		t, err := s.tenant(rec.Tenant)
+		if err != nil {
+			return err
+		}
+		c := t.client
+		if t.pool != nil {
+			c = t.pool.Client
+		}
+		if err := c.Delete(ctx, rec.State); err != nil {
+			s.log.Warn("a pooled session an earlier server left could not be deleted; the next start tries again", "tenant", rec.Tenant, "session", rec.State.ID, "err", err)
+			continue
+		}
+		if err := s.reg.DeletePooled(rec.Tenant, rec.State.ID); err != nil {
+			return err
+		}
+		s.log.Info("deleted a pooled session an earlier server left", "tenant", rec.Tenant, "session", rec.State.ID)
+	}
 	return nil
 }
 
@@ -209,7 +238,21 @@ func (s *Server) tenant(name string) (*tenant, error) {
 		if err := t.admit(&sp); err != nil {
 			return nil, fmt.Errorf("server: tenant %s: pool: %w", name, err)
 		}
-		p, err := pool.New(c, s.log.With("tenant", name), pool.Template{Name: name + " default", Spec: sp, Size: n})
+		// Pooled sessions are detached: the registry lists them until
+		// they are handed out (PutSession) or closed, so that the next
+		// server ends those a killed one left (reapPooled).
+		opts := pool.Options{
+			Logger: s.log.With("tenant", name),
+			Made: func(sess sandbox.Session) error {
+				return s.reg.PutPooled(PooledRecord{Tenant: name, State: sess.State()})
+			},
+			Closed: func(sess sandbox.Session) {
+				if err := s.reg.DeletePooled(name, sess.ID()); err != nil {
+					s.log.Warn("pool: a closed session stays in the registry; the next server ends it again", "tenant", name, "session", sess.ID(), "err", err)
+				}
+			},
+		}
+		p, err := pool.New(c, opts, pool.Template{Name: name + " default", Spec: sp, Size: n})
 		if err != nil {
 			return nil, fmt.Errorf("server: tenant %s: %w", name, err)
 		}

@@ -26,6 +26,7 @@ type mcpEnv struct {
 	bin      string
 	home     string
 	stateDir string
+	tmp      string // the server's TMPDIR
 	traces   string
 	progress atomic.Int64
 	cs       *sdk.ClientSession
@@ -34,14 +35,14 @@ type mcpEnv struct {
 func startMCP(t *testing.T, args ...string) *mcpEnv {
 	t.Helper()
 	requireLinuxSandbox(t)
-	e := &mcpEnv{t: t, bin: agentboxBinary(t), home: t.TempDir(), stateDir: t.TempDir()}
+	e := &mcpEnv{t: t, bin: agentboxBinary(t), home: t.TempDir(), stateDir: t.TempDir(), tmp: t.TempDir()}
 	e.traces = filepath.Join(e.home, "traces")
 	e.connect(args...)
 	return e
 }
 
 func (e *mcpEnv) env() []string {
-	return append(os.Environ(), "AGENTBOX_HOME="+e.home, "AGENTBOX_STATE_DIR="+e.stateDir)
+	return append(os.Environ(), "AGENTBOX_HOME="+e.home, "AGENTBOX_STATE_DIR="+e.stateDir, "TMPDIR="+e.tmp)
 }
 
 func (e *mcpEnv) connect(args ...string) {
@@ -265,15 +266,29 @@ func TestMCPSessionsEndWithTheClientAndAreTraced(t *testing.T) {
 	}
 }
 
+// A kept sandbox made from the model's manifest keeps the directory the
+// manifest was written into until session rm, which removes both.
 func TestMCPKeepLeavesSessionsForTheSessionCommands(t *testing.T) {
 	e := startMCP(t, "--keep")
-	id := sessionID(t, e.ok("sandbox_create", nil))
+	id := sessionID(t, e.ok("sandbox_create", map[string]any{"manifest": map[string]any{
+		"entries": map[string]any{"task.md": map[string]any{"file": map[string]any{"content": "from the manifest\n"}}},
+	}}))
 	e.ok("write_file", map[string]any{"path": "kept.txt", "content": "still here\n"})
 	_ = e.cs.Close()
-	cmd := exec.Command(e.bin, "exec", "--session", id, "--", "cat", "kept.txt")
+	manifestDirs := func() []string {
+		dirs, err := filepath.Glob(filepath.Join(e.tmp, "agentbox-mcp-ws-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dirs
+	}
+	if dirs := manifestDirs(); len(dirs) != 1 {
+		t.Fatalf("after the client left, the manifest's directories are %v, want the kept session's", dirs)
+	}
+	cmd := exec.Command(e.bin, "exec", "--session", id, "--", "cat", "task.md", "kept.txt")
 	cmd.Env = e.env()
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "still here") {
+	if err != nil || !strings.Contains(string(out), "from the manifest\nstill here") {
 		t.Fatalf("exec --session %s after the client left: %v %s", id, err, out)
 	}
 	cmd = exec.Command(e.bin, "session", "rm", id)
@@ -282,6 +297,9 @@ func TestMCPKeepLeavesSessionsForTheSessionCommands(t *testing.T) {
 		t.Fatalf("session rm %s: %v %s", id, err, out)
 	}
 	waitEmpty(t, e.stateDir)
+	if dirs := manifestDirs(); len(dirs) != 0 {
+		t.Errorf("session rm left the manifest's directory: %v", dirs)
+	}
 }
 
 // waitEmpty waits until the backend's state directory holds no session.

@@ -405,3 +405,107 @@ func TestServeKilledDuringConcurrentExecsFindsEverySessionAgain(t *testing.T) {
 		}
 	}
 }
+
+// A server killed with SIGKILL leaves its warm pool's sessions running:
+// they are detached, so that one handed out outlives the server. The next
+// server on the same data ends those no tenant was given, and keeps the
+// one that was.
+func TestServeEndsThePooledSessionsAKilledServerLeft(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("tenants: {acme: {pool: 2, sessions: 5}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, state := t.TempDir(), t.TempDir()
+	// inState lists the native sessions in the backend's state directory
+	// (each has a directory named by its ID, and one for its workspace).
+	inState := func() []string {
+		entries, err := os.ReadDir(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range entries {
+			if e.IsDir() && !strings.Contains(e.Name(), ".") {
+				ids = append(ids, e.Name())
+			}
+		}
+		return ids
+	}
+	waitFor := func(n int) []string {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if ids := inState(); len(ids) == n {
+				return ids
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d sessions in the state directory after a minute, want %d: %v", len(inState()), n, inState())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// poolReady waits until the server's metrics (on its admin socket)
+	// say the pool holds two sessions: each is then in the registry.
+	poolReady := func() {
+		t.Helper()
+		admin := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(data, "admin.sock"))
+		}}}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var body []byte
+			resp, err := admin.Get("http://agentbox/metrics")
+			if err == nil {
+				body, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			if strings.Contains(string(body), `agentbox_pool_ready{tenant="acme"} 2`) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pool is not full after a minute: %v %s", err, body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	first := startServe(t, data, state, "--config", cfg)
+	tok := first.token("acme")
+	first.sessions(tok) // the tenant's first request starts its pool
+	poolReady()
+	waitFor(2)
+	status, body := first.do(tok, "POST", "/v1/sessions", "{}")
+	if status != http.StatusCreated {
+		t.Fatalf("create a session: %d %s", status, body)
+	}
+	var handed struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &handed); err != nil {
+		t.Fatal(err)
+	}
+	poolReady()
+	pooled := slices.DeleteFunc(waitFor(3), func(id string) bool { return id == handed.ID })
+	if len(pooled) != 2 {
+		t.Fatalf("the handed-out session %s is not among %v", handed.ID, inState())
+	}
+	first.kill9()
+	if got := inState(); len(got) != 3 {
+		t.Fatalf("after the kill the state directory holds %v, want the 3 detached sessions", got)
+	}
+
+	second := startServe(t, data, state, "--config", cfg)
+	for _, id := range pooled {
+		if _, err := os.Stat(filepath.Join(state, id)); !os.IsNotExist(err) {
+			t.Errorf("the pooled session %s the killed server left is still there (%v)", id, err)
+		}
+	}
+	if got := second.sessions(tok); !slices.Equal(got, []string{handed.ID}) {
+		t.Fatalf("after the restart the tenant lists %v, want only %s", got, handed.ID)
+	}
+	status, body = second.do(tok, "POST", "/v1/sessions/"+handed.ID+"/exec", `{"cmd": ["true"]}`)
+	if status != http.StatusOK {
+		t.Fatalf("exec in the handed-out session after the restart: %d %s", status, body)
+	}
+}

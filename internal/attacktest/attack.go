@@ -9,11 +9,13 @@ package attacktest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +39,53 @@ func Build(out string) error {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the attack helper with %s: %v\n%s", goTool, err, b)
+	}
+	return nil
+}
+
+// Binary is the helper built once per test binary, on first use, alone
+// in a temporary directory of its own that any user may read (a backend
+// may bind that directory into its sessions). The zero value is ready; a test binary's TestMain
+// calls Remove after its tests.
+type Binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Path builds the helper on the first call and returns its path, or why
+// it could not be built.
+func (b *Binary) Path() (string, error) {
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "agentbox-attack-")
+		if err != nil {
+			b.err = fmt.Errorf("build the attack helper: %w", err)
+			return
+		}
+		// Any user may read the directory: a session's user runs the
+		// helper where a backend binds it.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			os.RemoveAll(dir)
+			b.err = fmt.Errorf("build the attack helper: %w", err)
+			return
+		}
+		b.path = filepath.Join(dir, "attack")
+		if b.err = Build(b.path); b.err != nil {
+			os.RemoveAll(dir)
+		}
+	})
+	return b.path, b.err
+}
+
+// Remove deletes what Path built; a Path after it builds nothing.
+func (b *Binary) Remove() error {
+	b.once.Do(func() { b.err = errors.New("the attack helper was removed") })
+	if b.path == "" || b.err != nil {
+		return nil
+	}
+	b.err = errors.New("the attack helper was removed")
+	if err := os.RemoveAll(filepath.Dir(b.path)); err != nil {
+		return fmt.Errorf("remove the attack helper: %w", err)
 	}
 	return nil
 }

@@ -93,5 +93,8 @@ func (c *CeilingFlags) BackendOptions(snapshots sandbox.SnapshotStore) BackendOp
 
 // KeepSession registers a detached session that another command made
 // (agentbox mcp --keep) where `agentbox session ls`, `exec --session` and
-// `session rm` find it.
-func KeepSession(st sandbox.State) error { return saveSession(sessionEntry{State: st}) }
+// `session rm` find it; `session rm` also removes workspace, the
+// temporary directory a manifest was written into ("" if none).
+func KeepSession(st sandbox.State, workspace string) error {
+	return saveSession(sessionEntry{State: st, TempWorkspace: workspace})
+}

@@ -51,6 +51,44 @@ func nodeAddress(t *testing.T, ctx context.Context, c *Client) string {
 	return ""
 }
 
+// allowListSession creates a session with the allow-list policy (its
+// Mode is set) whose egress proxy, on the node, reaches upstream for
+// hostPort and fails to dial anything else; it returns the client (whose
+// proxy it is) and the session, closed when the test ends.
+func allowListSession(t *testing.T, ctx context.Context, upstream *httptest.Server, hostPort string, policy sandbox.NetworkPolicy) (*Client, sandbox.Session) {
+	t.Helper()
+	up := egress.Upstream{Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr != hostPort {
+			return nil, fmt.Errorf("test upstream: no route to %s", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", upstream.Listener.Addr().String())
+	}}
+	if cert := upstream.Certificate(); cert != nil {
+		up.Roots = x509.NewCertPool()
+		up.Roots.AddCert(cert)
+	}
+	c := testClient(t, Options{EgressAddress: nodeAddress(t, ctx, testClient(t, Options{})), EgressUpstream: up})
+	policy.Mode = sandbox.NetworkAllowList
+	sess, err := c.Create(ctx, sandbox.Spec{Policy: sandbox.Policy{Network: policy}})
+	if err != nil {
+		t.Fatalf("a session with an allow-list: %v", err)
+	}
+	t.Cleanup(func() { sess.Close(context.Background()) })
+	return c, sess
+}
+
+// output runs req in sess and returns its standard output, failing the
+// test unless it exits 0.
+func output(t *testing.T, ctx context.Context, sess sandbox.Session, req sandbox.ExecRequest) string {
+	t.Helper()
+	res, err := sandbox.Exec(ctx, sess, req)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%q: %v %+v %s", req.Cmd, err, res.ExitStatus, res.Stderr)
+	}
+	return string(res.Stdout)
+}
+
 // TestAllowListReachesOnlyItsHostsThroughTheProxy: a session with an
 // allow-list reaches an allowed host through its egress proxy, which adds
 // the host's credential the session never sees; a host not on the list
@@ -58,45 +96,26 @@ func nodeAddress(t *testing.T, ctx context.Context, c *Client) string {
 // that reaches the proxy's listener is not served; and Resume, which
 // would have no proxy, refuses the session.
 func TestAllowListReachesOnlyItsHostsThroughTheProxy(t *testing.T) {
-	c0 := testClient(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream saw %s %s auth=%q", r.Host, r.URL.Path, r.Header.Get("Authorization"))
 	}))
-	defer upstream.Close()
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr != "allowed.test:80" {
-			return nil, fmt.Errorf("test upstream: no route to %s", addr)
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", upstream.Listener.Addr().String())
-	}
-	c := testClient(t, Options{EgressAddress: nodeAddress(t, ctx, c0), EgressUpstream: egress.Upstream{Dial: dial}})
-	sess, err := c.Create(ctx, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
-		Mode:        sandbox.NetworkAllowList,
+	t.Cleanup(upstream.Close)
+	c, sess := allowListSession(t, ctx, upstream, "allowed.test:80", sandbox.NetworkPolicy{
 		Allow:       []string{"allowed.test"},
 		Credentials: map[string]map[string]string{"allowed.test": {"Authorization": "Bearer s3cret"}},
-	}}})
-	if err != nil {
-		t.Fatalf("a session with an allow-list: %v", err)
-	}
-	defer sess.Close(context.Background())
+	})
 
-	res, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"python3", "-c", fetchScript, "http://allowed.test/hello", "http://denied.test/"}})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("fetch: %v %+v %s", err, res.ExitStatus, res.Stderr)
-	}
-	out := string(res.Stdout)
+	out := output(t, ctx, sess, sandbox.ExecRequest{Cmd: []string{"python3", "-c", fetchScript, "http://allowed.test/hello", "http://denied.test/"}})
 	if !strings.Contains(out, `http://allowed.test/hello 200 upstream saw allowed.test /hello auth="Bearer s3cret"`) {
 		t.Errorf("the allowed host through the proxy, with its credential: %q", out)
 	}
 	if !strings.Contains(out, "http://denied.test/ 403") {
 		t.Errorf("a host off the list: %q (want the proxy's 403)", out)
 	}
-	env, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"env"}})
-	if err != nil || strings.Contains(string(env.Stdout), "s3cret") {
-		t.Errorf("the credential is in the session's environment (%v)", err)
+	if env := output(t, ctx, sess, sandbox.ExecRequest{Cmd: []string{"env"}}); strings.Contains(env, "s3cret") {
+		t.Error("the credential is in the session's environment")
 	}
 
 	// Another process has no proxy for it.
@@ -116,7 +135,7 @@ func TestAllowListReachesOnlyItsHostsThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer peer.Close(context.Background())
-	res, err = sandbox.Exec(ctx, peer, sandbox.ExecRequest{
+	res, err := sandbox.Exec(ctx, peer, sandbox.ExecRequest{
 		Cmd: []string{"python3", "-c", fetchScript, "http://allowed.test/hello"},
 		Env: map[string]string{"http_proxy": "http://" + proxyAt},
 	})
@@ -133,34 +152,18 @@ func TestAllowListReachesOnlyItsHostsThroughTheProxy(t *testing.T) {
 // bearer secret the session never holds, and applies the host's request
 // rules.
 func TestInspectedHTTPSFromAPod(t *testing.T) {
-	c0 := testClient(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s auth=%q", r.Method, r.URL.Path, r.Header.Get("Authorization"))
 	}))
-	defer srv.Close()
-	roots := x509.NewCertPool()
-	roots.AddCert(srv.Certificate())
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr != "api.example.com:443" {
-			return nil, fmt.Errorf("test upstream: no route to %s", addr)
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
-	}
-	c := testClient(t, Options{EgressAddress: nodeAddress(t, ctx, c0), EgressUpstream: egress.Upstream{Dial: dial, Roots: roots}})
+	t.Cleanup(upstream.Close)
 	t.Setenv("AGENTBOX_TEST_KUBE_SECRET", "sk-kube-7f3a")
-	sess, err := c.Create(ctx, sandbox.Spec{Policy: sandbox.Policy{Network: sandbox.NetworkPolicy{
-		Mode:    sandbox.NetworkAllowList,
+	_, sess := allowListSession(t, ctx, upstream, "api.example.com:443", sandbox.NetworkPolicy{
 		Allow:   []string{"api.example.com"},
 		Rules:   []sandbox.RequestRule{{Host: "api.example.com", Methods: []string{"GET"}}},
 		Secrets: []sandbox.Credential{{Host: "api.example.com", Kind: sandbox.CredBearer, Source: "env:AGENTBOX_TEST_KUBE_SECRET"}},
-	}}})
-	if err != nil {
-		t.Fatalf("a session with an inspected host: %v", err)
-	}
-	defer sess.Close(context.Background())
+	})
 	script := `import urllib.request, urllib.error
 for m in ("GET", "POST"):
     try:
@@ -169,19 +172,14 @@ for m in ("GET", "POST"):
     except urllib.error.HTTPError as e:
         print(m, e.code)
 `
-	res, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"python3", "-c", script}})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("fetch: %v %+v %s", err, res.ExitStatus, res.Stderr)
-	}
-	out := string(res.Stdout)
+	out := output(t, ctx, sess, sandbox.ExecRequest{Cmd: []string{"python3", "-c", script}})
 	if !strings.Contains(out, `GET 200 GET /v1/models auth="Bearer sk-kube-7f3a"`) {
 		t.Errorf("GET through the inspecting proxy, with the bearer: %q", out)
 	}
 	if !strings.Contains(out, "POST 403") {
 		t.Errorf("a POST the host's rules do not admit: %q (want 403)", out)
 	}
-	env, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"env"}})
-	if err != nil || strings.Contains(string(env.Stdout), "sk-kube-7f3a") {
-		t.Errorf("the secret is in the session's environment (%v)", err)
+	if env := output(t, ctx, sess, sandbox.ExecRequest{Cmd: []string{"env"}}); strings.Contains(env, "sk-kube-7f3a") {
+		t.Error("the secret is in the session's environment")
 	}
 }

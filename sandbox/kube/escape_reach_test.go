@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/agentbox/agentbox/internal/attacktest"
 	"github.com/agentbox/agentbox/sandbox"
 )
@@ -103,19 +100,7 @@ func TestEscapeTheControlPlaneRefusesTheSession(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil || len(nodes.Items) == 0 {
-		t.Fatalf("list nodes: %v", err)
-	}
-	var nodeIP string
-	for _, a := range nodes.Items[0].Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			nodeIP = a.Address
-		}
-	}
-	if nodeIP == "" {
-		t.Fatalf("node %s has no InternalIP", nodes.Items[0].Name)
-	}
+	nodeIP := nodeAddress(t, ctx, c)
 	apiHost := api.Host
 	if h, p, err := net.SplitHostPort(apiHost); err == nil && (h == "127.0.0.1" || h == "localhost") {
 		apiHost = net.JoinHostPort(nodeIP, p) // the Pod's 127.0.0.1 is its own
@@ -260,7 +245,7 @@ func TestEscapeOtherSessionsAreOutOfReach(t *testing.T) {
 
 // The resources the backend claims (memory, cpu, disk) bound a session
 // that tries to take more; a fork bomb is not tried (resources.pids is
-// not claimed: see escapeNotApplicable).
+// not claimed: see what does not apply, atop escape_test.go).
 func TestEscapeResourceBombsAreBounded(t *testing.T) {
 	const memory, disk = 128 << 20, 16 << 20
 	s := escapeSession(t, escapeClient(t), sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{

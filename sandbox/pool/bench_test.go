@@ -27,7 +27,7 @@ func benchClient(b *testing.B) *linux.Client {
 func BenchmarkAcquireFromPool(b *testing.B) {
 	c := benchClient(b)
 	spec := sandbox.Spec{}
-	p, err := pool.New(c, nil, pool.Template{Spec: spec, Size: 1})
+	p, err := pool.New(c, pool.Options{}, pool.Template{Spec: spec, Size: 1})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,7 +12,9 @@
 //
 // Sessions in the pool belong to the process that made the pool, as any
 // session does (see sandbox.Spec.Detached): they end with it. Close ends
-// those not handed out.
+// those not handed out. Detached ones outlive a pool whose process is
+// killed: Options.Made and Options.Closed let the caller keep a record
+// from which to end them later.
 package pool
 
 import (
@@ -50,10 +52,23 @@ type Stat struct {
 	Err   string // the last error making a session, "" once one succeeds
 }
 
+// Options are a pool's optional settings.
+type Options struct {
+	// Logger gets the failures to make a session (default: none).
+	Logger *slog.Logger
+	// Made, when set, is told of each session before it is kept ready.
+	// An error closes the session and counts as a failure to make one,
+	// so that no session is kept that Made did not take.
+	Made func(sandbox.Session) error
+	// Closed, when set, is told of each ready session Close ended.
+	Closed func(sandbox.Session)
+}
+
 // Pool is a sandbox.Client that serves matching Creates from sessions
 // made ahead.
 type Pool struct {
 	sandbox.Client
+	opts   Options
 	log    *slog.Logger
 	ts     []*template
 	cancel context.CancelFunc
@@ -72,12 +87,13 @@ type template struct {
 }
 
 // New starts a pool over c that keeps the templates' sessions ready,
-// making them in the background from now on. log may be nil.
-func New(c sandbox.Client, log *slog.Logger, templates ...Template) (*Pool, error) {
+// making them in the background from now on.
+func New(c sandbox.Client, opts Options, templates ...Template) (*Pool, error) {
+	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Pool{Client: c, log: log}
+	p := &Pool{Client: c, opts: opts, log: log}
 	for i, t := range templates {
 		if t.Name == "" {
 			t.Name = fmt.Sprintf("template %d", i+1)
@@ -176,6 +192,13 @@ func (p *Pool) fill(ctx context.Context, t *template) {
 				}
 				return
 			}
+			if err == nil && p.opts.Made != nil {
+				if err = p.opts.Made(s); err != nil {
+					if cerr := s.Close(context.Background()); cerr != nil {
+						err = errors.Join(err, fmt.Errorf("close session %s: %w", s.ID(), cerr))
+					}
+				}
+			}
 			if err != nil {
 				t.mu.Lock()
 				t.err = err.Error()
@@ -226,6 +249,8 @@ func (p *Pool) Close(ctx context.Context) error {
 			case s := <-t.ready:
 				if err := s.Close(ctx); err != nil {
 					errs = append(errs, fmt.Errorf("pool: %s: close session %s: %w", t.Name, s.ID(), err))
+				} else if p.opts.Closed != nil {
+					p.opts.Closed(s)
 				}
 				continue
 			default:

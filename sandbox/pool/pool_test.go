@@ -46,7 +46,7 @@ func waitReady(t *testing.T, p *pool.Pool, want int) {
 
 func TestAMatchingCreateIsServedFromThePoolAndRefilled(t *testing.T) {
 	spec := sandbox.Spec{AllowWeaker: true, Env: map[string]string{"ROLE": "pooled"}}
-	p, err := pool.New(localClient(t), nil, pool.Template{Name: "small", Spec: spec, Size: 2})
+	p, err := pool.New(localClient(t), pool.Options{}, pool.Template{Name: "small", Spec: spec, Size: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestAMatchingCreateIsServedFromThePoolAndRefilled(t *testing.T) {
 
 func TestCloseEndsTheSessionsNotHandedOut(t *testing.T) {
 	spec := sandbox.Spec{AllowWeaker: true}
-	p, err := pool.New(localClient(t), nil, pool.Template{Spec: spec, Size: 2})
+	p, err := pool.New(localClient(t), pool.Options{}, pool.Template{Spec: spec, Size: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestATemplateThatCannotBePooledIsRefused(t *testing.T) {
 		"a session timeout": {pool.Template{Spec: sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{SessionTimeout: time.Minute}}}, Size: 1}, "would start when the pooled session is made"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := pool.New(localClient(t), nil, tc.tmpl)
+			_, err := pool.New(localClient(t), pool.Options{}, tc.tmpl)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to say %q", err, tc.want)
 			}
@@ -139,7 +139,8 @@ func TestATemplateThatCannotBePooledIsRefused(t *testing.T) {
 // probe is what a session shows of itself that an earlier user could
 // have changed: the workspace and /tmp, the processes, the environment,
 // the network interfaces.
-const probe = `ls -A /workspace /tmp; ps -e -o comm= | sort; env | grep -v '^HOSTNAME=' | sort; cat /proc/net/dev | cut -d: -f1`
+// ps runs alone (not in a pipe whose other end may not have exec'd yet).
+const probe = `ls -A /workspace /tmp; procs=$(ps -e -o comm=); echo "$procs" | sort; env | grep -v '^HOSTNAME=' | sort; cat /proc/net/dev | cut -d: -f1`
 
 func TestAPooledNativeSessionIsLikeAFreshOne(t *testing.T) {
 	testenv.NeedRoot(t, "the linux backend")
@@ -148,7 +149,7 @@ func TestAPooledNativeSessionIsLikeAFreshOne(t *testing.T) {
 		testenv.Skipf(t, "linux backend unavailable: %v", err)
 	}
 	spec := sandbox.Spec{Policy: sandbox.Policy{Resources: sandbox.Resources{MemoryBytes: 256 << 20}}}
-	p, err := pool.New(c, nil, pool.Template{Spec: spec, Size: 1})
+	p, err := pool.New(c, pool.Options{}, pool.Template{Spec: spec, Size: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

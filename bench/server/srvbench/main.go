@@ -307,7 +307,7 @@ const poolSize = 2
 func benchAcquire(ctx context.Context, lib sandbox.Client, srv *server.Server, over *remote.Client, n int) error {
 	var sp sandbox.Spec
 	sp.Policy.Resources.MemoryBytes = 256 << 20
-	lp, err := pool.New(lib, nil, pool.Template{Name: "bench", Spec: sp, Size: poolSize})
+	lp, err := pool.New(lib, pool.Options{}, pool.Template{Name: "bench", Spec: sp, Size: poolSize})
 	if err != nil {
 		return err
 	}

@@ -76,8 +76,9 @@ a refusal):
 Every call that acts on a sandbox is recorded in that sandbox's JSONL trace
 (--trace-dir; 'agentbox trace show FILE'). When the client disconnects, its
 sandboxes are closed; with --keep they stay, detached, for 'agentbox
-session ls', 'agentbox exec --session ID' and 'agentbox session rm' (an
-allow-list network ends with this process: its egress proxy runs here).
+session ls', 'agentbox exec --session ID' and 'agentbox session rm' (which also removes the directory the model's
+manifest was written into; an allow-list network ends with this process:
+its egress proxy runs here).
 Logs go to stderr; stdout carries only the protocol.
 
 With --http ADDR the same tools are served over streamable HTTP at

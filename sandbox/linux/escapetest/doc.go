@@ -8,7 +8,11 @@
 // nothing in the sandbox) and bound read-only into every session at
 // /opt/escapetest. Each invocation tries one attack (or a batch of them,
 // in one process) through the raw system call and reports the errno that
-// stopped it, so a test can also tell which wall did.
+// stopped it, so a test can also tell which wall did. The attacks on the
+// kernel's interface (mounts, namespaces, keyrings, bpf, io_uring,
+// modules, raw sockets, file handles, writes to /proc/sys and /sys) are
+// internal/attacktest's lists, which the kube backend's escape tests
+// range over too: an attack added there is tried on both.
 //
 // The tests need root (the backend does); they skip without it, except
 // with CI=true, where a skip for lack of root or namespaces is a failure.

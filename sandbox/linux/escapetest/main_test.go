@@ -29,7 +29,9 @@ const (
 )
 
 var (
-	// hostHelperDir holds the attack binary on the host (built once).
+	// helperBinary is the attack binary, built once in TestMain.
+	helperBinary attacktest.Binary
+	// hostHelperDir holds the attack binary on the host.
 	hostHelperDir string
 	// hostHelper is its host path.
 	hostHelper string
@@ -58,8 +60,6 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	stateDir = filepath.Join(dir, "state")
-	hostHelperDir = filepath.Join(dir, "helper")
-	hostHelper = filepath.Join(hostHelperDir, "attack")
 	os.Setenv(hostEnvSecret, hostEnvValue)
 	switch {
 	case rootless():
@@ -68,9 +68,14 @@ func runTests(m *testing.M) int {
 		hostHelperDir = rootlessHelperDir()
 		hostHelper = filepath.Join(hostHelperDir, "attack")
 	case os.Geteuid() == 0:
-		buildErr = attacktest.Build(hostHelper)
+		hostHelper, buildErr = helperBinary.Path()
+		hostHelperDir = filepath.Dir(hostHelper)
 	}
 	code := m.Run()
+	if err := helperBinary.Remove(); err != nil {
+		fmt.Fprintln(os.Stderr, "escapetest:", err)
+		code = 1
+	}
 	for name, s := range sharedSess {
 		if err := s.Close(context.Background()); err != nil {
 			fmt.Fprintf(os.Stderr, "escapetest: close the shared session %q: %v\n", name, err)
@@ -210,6 +215,13 @@ func batch(t testing.TB, s sandbox.Session, list [][]string) []outcome {
 	return attacktest.Batch(t, s, helper, list)
 }
 
+// refused runs attacks (internal/attacktest's lists) in one helper
+// process in s and asserts that each is refused as its entry says.
+func refused(t *testing.T, s sandbox.Session, attacks []attacktest.Attack) {
+	t.Helper()
+	attacktest.Refused(t, s, helper, attacks)
+}
+
 // shBatch runs several shell snippets in one exec, each in its own
 // subshell, and returns each one's exit status and output.
 func shBatch(t testing.TB, s sandbox.Session, scripts []string) []shOutcome {
@@ -241,20 +253,6 @@ type shOutcome struct {
 // outcome is one attack's report; its failed asserts that the attack was
 // stopped, with one of the errnos given when any are.
 type outcome = attacktest.Outcome
-
-// mustFail asserts that an attack was stopped, with one of the errnos in
-// want when any are given.
-func mustFail(t testing.TB, s sandbox.Session, want []string, args ...string) string {
-	t.Helper()
-	got, out := attack(t, s, args...)
-	if got == "ok" {
-		t.Fatalf("ESCAPE: attack %q succeeded:\n%s", args, out)
-	}
-	if len(want) > 0 && !contains(want, got) {
-		t.Errorf("attack %q failed with %s, want %s (a different wall than expected stopped it):\n%s", args, got, strings.Join(want, " or "), out)
-	}
-	return got
-}
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -205,18 +205,6 @@ func TestReachingAnUnlistedHostThroughTheProxyFails(t *testing.T) {
 	}
 }
 
-func TestOpeningARawSocketFails(t *testing.T) {
-	for _, who := range bothUsers(t) {
-		t.Run(who.name, func(t *testing.T) {
-			for _, kind := range []string{"raw-socket", "packet-socket"} {
-				t.Run(kind, func(t *testing.T) {
-					mustFail(t, who.s, []string{"EPERM"}, kind)
-				})
-			}
-		})
-	}
-}
-
 // TestReadingInjectedCredentialsFails gives the egress proxy a credential
 // for a listed upstream (a server in the test process, listed as an IP
 // literal, the only way to list a loopback address) and looks for it

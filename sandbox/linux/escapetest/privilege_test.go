@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/attacktest"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"golang.org/x/sys/unix"
@@ -90,7 +91,7 @@ func TestASetuidBinaryGainsNothing(t *testing.T) {
 		if err := unix.Setxattr(p, "security.capability", xattr, 0); err != nil {
 			testenv.Skipf(t, "the host filesystem of the workspace takes no file capabilities: %v", err)
 		}
-		mustFailAt(t, s, "/workspace/fcap-attack", []string{"EPERM"}, "raw-socket")
+		attacktest.Run(t, s, "/workspace/fcap-attack", "raw-socket").Failed(t, "EPERM")
 		r := execIn(t, s, sandbox.ExecRequest{Cmd: []string{"/workspace/fcap-attack", "ids"}})
 		if !strings.Contains(string(r.Stdout), "CapEff:\t0000000000000000") {
 			t.Errorf("the file-capability binary holds capabilities:\n%s", r.Stdout)
@@ -124,19 +125,6 @@ func TestASetuidBinaryGainsNothing(t *testing.T) {
 		}
 		t.Logf("su runs as %q", uids)
 	})
-}
-
-// mustFailAt is mustFail with another copy of the helper.
-func mustFailAt(t *testing.T, s sandbox.Session, bin string, want []string, args ...string) {
-	t.Helper()
-	r := execIn(t, s, sandbox.ExecRequest{Cmd: append([]string{bin}, args...)})
-	got, out := parseResult(t, args, r)
-	if got == "ok" {
-		t.Fatalf("ESCAPE: %s %q succeeded:\n%s", bin, args, out)
-	}
-	if !contains(want, got) {
-		t.Errorf("%s %q failed with %s, want %s", bin, args, got, strings.Join(want, " or "))
-	}
 }
 
 func TestInheritingAHostDescriptorFails(t *testing.T) {
