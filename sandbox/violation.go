@@ -32,5 +32,5 @@ func OOMViolation(limit int64) string {
 }
 
 // EgressViolation: the egress proxy refused a connection or request;
-// detail says which and why.
+// detail says which and why (METHOD "HOST": REASON).
 func EgressViolation(detail string) string { return "egress refused: " + detail }

@@ -190,7 +190,7 @@ type process struct {
 	killedAll  atomic.Bool   // Kill had to kill the whole container
 	mainKilled atomic.Bool   // the killer SIGKILLed the command itself
 	exited     atomic.Bool   // the engine said the exec ended
-	denials0   int           // egress refusals before the start
+	denials0   uint64        // egress refusals before the start
 	timeout    time.Duration // the command's own, which deadline and its watchdog enforce
 	begun      time.Time
 	deadline   *time.Timer // kills the command at its timeout
@@ -256,7 +256,7 @@ func (s *session) start(ctx context.Context, req sandbox.ExecRequest) (*process,
 	}
 	p := &process{s: s, execID: created.ID, tag: tag, tty: req.TTY, conn: att.HijackedResponse, copied: make(chan struct{}), timeout: timeout, begun: time.Now()}
 	if s.proxy != nil {
-		p.denials0 = len(s.proxy.Denials())
+		p.denials0 = s.proxy.Refused()
 	}
 	p.stdin = newStdinWriter(&att.HijackedResponse, req.TTY)
 	// The engine stops answering about a container while an exec of it
@@ -468,10 +468,8 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		st, err = p.checkStarted(ctx, st)
 	}
 	if p.s.proxy != nil {
-		if d := p.s.proxy.Denials(); len(d) > p.denials0 {
-			for _, line := range d[p.denials0:] {
-				st.Violations = append(st.Violations, sandbox.EgressViolation(line))
-			}
+		for _, d := range p.s.proxy.DenialsSince(p.denials0) {
+			st.Violations = append(st.Violations, sandbox.EgressViolation(d.String()))
 		}
 	}
 	if p.s.isExpired() {

@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,25 +38,53 @@ func headerSafe(r rune) rune {
 	return r
 }
 
+// Denial is one refusal of the proxy.
+type Denial struct {
+	Time   time.Time
+	Method string // CONNECT, GET, ... or DNS
+	Host   string
+	Reason string
+}
+
+// String is the refusal as a command's violation names it:
+// METHOD "HOST": REASON (the command's own times frame it).
+func (d Denial) String() string {
+	return fmt.Sprintf("%s %s: %s", d.Method, strconv.Quote(d.Host), d.Reason)
+}
+
 // record keeps one refusal and logs it.
 func (p *Proxy) record(method, host, reason string) {
-	now := time.Now().UTC()
-	entry := fmt.Sprintf("%s %s %s: %s", now.Format(time.RFC3339), method, strconv.Quote(host), reason)
+	d := Denial{Time: time.Now().UTC(), Method: method, Host: host, Reason: reason}
 	p.mu.Lock()
 	if len(p.denials) >= maxDenials {
 		copy(p.denials, p.denials[1:])
 		p.denials = p.denials[:len(p.denials)-1]
 	}
-	p.denials = append(p.denials, entry)
+	p.denials = append(p.denials, d)
+	p.refused++
 	p.mu.Unlock()
 	p.log.Warn("egress refused", "method", method, "host", host, "reason", reason)
 }
 
-// Denials returns the refusals so far, oldest first, each as
-// "TIME METHOD "HOST": REASON". At most the latest 1000 are kept; every one
-// was also logged.
-func (p *Proxy) Denials() []string {
+// Refused counts the refusals so far, for a later DenialsSince.
+func (p *Proxy) Refused() uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]string(nil), p.denials...)
+	return p.refused
 }
+
+// DenialsSince returns the refusals after the first n (a count Refused
+// returned), oldest first: those of one command. Of a command with more
+// than 1000 only the latest 1000 are kept; every one was also logged.
+func (p *Proxy) DenialsSince(n uint64) []Denial {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n >= p.refused {
+		return nil
+	}
+	k := min(p.refused-n, uint64(len(p.denials)))
+	return slices.Clone(p.denials[uint64(len(p.denials))-k:])
+}
+
+// Denials returns the refusals kept, oldest first (the latest 1000).
+func (p *Proxy) Denials() []Denial { return p.DenialsSince(0) }

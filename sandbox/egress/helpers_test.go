@@ -156,11 +156,11 @@ func echoServer(t *testing.T) (addr string, accepts func() int) {
 	return l.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
-func containsDenial(denials []string, parts ...string) bool {
+func containsDenial(denials []Denial, parts ...string) bool {
 	for _, d := range denials {
 		ok := true
 		for _, p := range parts {
-			ok = ok && strings.Contains(d, p)
+			ok = ok && strings.Contains(d.String(), p)
 		}
 		if ok {
 			return true

@@ -111,7 +111,8 @@ type Proxy struct {
 	closed  bool
 	done    chan struct{}
 	tunnels map[net.Conn]struct{}
-	denials []string
+	denials []Denial // the latest maxDenials
+	refused uint64   // every refusal so far
 }
 
 // credential is the headers injected for hosts matching pattern.

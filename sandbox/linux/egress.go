@@ -90,18 +90,14 @@ func (b *egressBridge) env() map[string]string {
 	return m
 }
 
-func (b *egressBridge) denialCount() int { return len(b.proxy.Denials()) }
+func (b *egressBridge) denialCount() uint64 { return b.proxy.Refused() }
 
 // denialsSince are the refusals recorded after the first n, one line
 // each, for ExitStatus.Violations.
-func (b *egressBridge) denialsSince(n int) []string {
-	d := b.proxy.Denials()
-	if n >= len(d) {
-		return nil
-	}
-	out := make([]string, 0, len(d)-n)
-	for _, line := range d[n:] {
-		out = append(out, sandbox.EgressViolation(line))
+func (b *egressBridge) denialsSince(n uint64) []string {
+	var out []string
+	for _, d := range b.proxy.DenialsSince(n) {
+		out = append(out, sandbox.EgressViolation(d.String()))
 	}
 	return out
 }

@@ -30,7 +30,7 @@ type process struct {
 
 	oomBefore uint64
 	timeout   time.Duration // the limit the init enforces
-	denBefore int
+	denBefore uint64
 
 	killOnce  sync.Once
 	closeOnce sync.Once
