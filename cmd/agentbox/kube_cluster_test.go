@@ -3,14 +3,24 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -206,5 +216,76 @@ func TestKubeSessionIsReachedAgainOnItsCluster(t *testing.T) {
 	}
 	if r := runEnv(t, env, "session", "ls"); strings.Contains(r.stdout, id) {
 		t.Errorf("session rm left the session listed:\n%s", r.stdout)
+	}
+}
+
+// gc reaps the Pod of a killed exec in the namespace of the cluster its
+// --kubeconfig and --namespace name, and only there.
+func TestKubeGCReapsTheNamedNamespace(t *testing.T) {
+	kc := kubeCluster(t)
+	const ns = "agentbox-gc-test"
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// Admission wants the namespace's default service account, which the
+	// controller manager makes a moment later.
+	for i := 0; ; i++ {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		} else if i == 300 {
+			t.Fatalf("namespace %s has no default service account: %v", ns, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cmd := exec.Command(agentboxBinary(t), "exec", "--backend", "kube", "--kubeconfig", kc, "--namespace", ns, "--pids", "0", "--allow-weaker",
+		"--", "sh", "-c", "echo started; exec sleep 600")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "started\n" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the exec did not start: %q\n%s", line, stderr.String())
+	}
+	// Killed, the exec cannot delete its Pod: the orphan gc is for.
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	owner := strconv.Itoa(cmd.Process.Pid)
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "agentbox.owner-pid=" + owner})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the killed exec's Pod in %s: %v, %v", ns, pods, err)
+	}
+	pod := pods.Items[0].Name
+	t.Cleanup(func() { _ = cs.CoreV1().Pods(ns).Delete(context.Background(), pod, metav1.DeleteOptions{}) })
+
+	if r := runEnv(t, os.Environ(), "gc", "--dry-run", "--kubeconfig", kc); r.code != 0 || strings.Contains(r.stdout, pod) {
+		t.Fatalf("gc in the kubeconfig's namespace: exit %d, want 0 and %s/%s not named\nstdout: %s\nstderr: %s", r.code, ns, pod, r.stdout, r.stderr)
+	}
+	r := runEnv(t, os.Environ(), "gc", "--kubeconfig", kc, "--namespace", ns)
+	want := "kube: removed pod " + ns + "/" + pod
+	if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "process "+owner+" of this host, is gone") {
+		t.Fatalf("gc --namespace %s: exit %d, want %q\nstdout: %s\nstderr: %s", ns, r.code, want, r.stdout, r.stderr)
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err == nil && p.DeletionTimestamp == nil {
+		t.Errorf("gc said it removed %s/%s, which is still there and not being deleted", ns, pod)
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
 	}
 }

@@ -52,6 +52,26 @@ current-context: x
 			}
 		})
 	}
+	t.Run("gc on a named cluster that does not answer fails, naming it", func(t *testing.T) {
+		r := runEnv(t, append(os.Environ(), "HOME="+dir, "KUBECONFIG="), "gc", "--dry-run", "--kubeconfig", dead, "--namespace", "agents")
+		if r.code != 125 || !strings.Contains(r.stderr, "kube:") || !strings.Contains(r.stderr, "API server https://127.0.0.1:1") || !strings.Contains(r.stderr, "does not answer") {
+			t.Fatalf("exit %d, want 125 naming the cluster\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("gc with no kubeconfig at all skips kube, saying why", func(t *testing.T) {
+		r := runEnv(t, append(os.Environ(), "HOME="+dir, "KUBECONFIG="), "gc", "--dry-run")
+		if !strings.Contains(r.stderr, "gc: kube: skipped:") || !strings.Contains(r.stderr, "kubeconfig from $KUBECONFIG or ~/.kube/config") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	})
+	t.Run("gc --help teaches the cluster flags", func(t *testing.T) {
+		r := runEnv(t, os.Environ(), "gc", "--help")
+		for _, w := range []string{"--kubeconfig FILE", "--namespace NAME", "kube Pods"} {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("gc --help lacks %q:\n%s", w, r.stdout)
+			}
+		}
+	})
 	t.Run("agentbox backends says kube is unavailable and why", func(t *testing.T) {
 		r := runEnv(t, os.Environ(), "backends", "--kubeconfig", dead)
 		if r.code != 0 || !strings.Contains(r.stdout, "kube: unavailable:") || !strings.Contains(r.stdout, "does not answer") {

@@ -73,9 +73,19 @@ type KubeOptions struct {
 type Backend func(BackendOptions) (sandbox.Client, error)
 
 // GC reaps what one backend's crashed or killed sessions left behind,
-// listing what it removes (or would, with dryRun) on out. A backend that
-// cannot be reached returns an error wrapping sandbox.ErrUnavailable.
-type GC func(ctx context.Context, a *App, dryRun bool, out io.Writer) error
+// listing what it removes (or would, with opts.DryRun) on out. A backend
+// that cannot be reached returns an error wrapping sandbox.ErrUnavailable.
+type GC func(ctx context.Context, a *App, opts GCOptions, out io.Writer) error
+
+// GCOptions are gc's flags that the backends' GCs read.
+type GCOptions struct {
+	// DryRun lists what would be removed and removes nothing.
+	DryRun bool
+	// Kube says which cluster and namespace the kube backend reaps
+	// (--kubeconfig, --namespace); RuntimeClass and EgressAddress are
+	// never set, as they do not say where Pods are.
+	Kube KubeOptions
+}
 
 // App is one agentbox program: the commands and backends it links, and,
 // for a program that does not link them all, where the others run.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +18,7 @@ import (
 
 // GCCommand is the gc command: each linked backend reaps its orphans.
 func GCCommand(a *App) *cobra.Command {
-	var dryRun bool
+	var opts GCOptions
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove sandboxes left behind by a crashed agentbox",
@@ -26,9 +27,15 @@ ends with the process that made it (agentbox exec, agentbox run), however
 that process ends; gc is for what that could not clean: docker containers
 labelled agentbox.session that are stopped, or whose owner process (label
 agentbox.owner-pid, on this host) no longer exists; native (linux) sessions
-whose owner is gone; and sessions made by agentbox session create whose
-sandbox died. Sessions of running processes and live sessions of agentbox
-session create are left alone.
+whose owner is gone; kube Pods (label app.kubernetes.io/managed-by=agentbox)
+that ended, or whose owner on this host is gone, in --namespace of the
+cluster --kubeconfig names (the same flags as exec --backend kube; default
+$KUBECONFIG, then ~/.kube/config, and its namespace); and sessions made by
+agentbox session create whose sandbox died. Sessions of running processes
+and live sessions of agentbox session create are left alone. A backend
+this host lacks (no Docker engine, no kubeconfig) is skipped, and says
+so; a cluster named with --kubeconfig or --namespace that cannot be
+reached fails gc.
 
 A native session whose state directory (AGENTBOX_STATE_DIR/ID) was removed
 while it ran is invisible to its state; gc finds what it left from the host
@@ -38,19 +45,26 @@ tmpfs or disk image still mounted on ID.workspace, and its cgroups (and
 the empty cgroups of any session whose init is gone). Each is named with
 why it is left; inits of an older agentbox, which do not name their state
 directory, and sessions made in another mount namespace are not touched.`,
+		Example: `  agentbox gc --dry-run
+  agentbox gc --kubeconfig ~/.kube/prod.config --namespace agents`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var failed []error
 			for _, name := range slices.Sorted(maps.Keys(a.gcs)) {
-				err := a.gcs[name](cmd.Context(), a, dryRun, cmd.OutOrStdout())
+				err := a.gcs[name](cmd.Context(), a, opts, cmd.OutOrStdout())
+				// A cluster the user named is not a backend this host
+				// merely lacks: not reaching it is gc's failure.
+				named := name == "kube" && opts.Kube != (KubeOptions{})
 				switch {
-				case errors.Is(err, sandbox.ErrUnavailable):
+				case errors.Is(err, sandbox.ErrUnavailable) && !named:
 					fmt.Fprintf(cmd.ErrOrStderr(), "gc: %s: skipped: %v\n", name, err)
+				case err != nil && strings.HasPrefix(err.Error(), name+":"):
+					failed = append(failed, err)
 				case err != nil:
 					failed = append(failed, fmt.Errorf("%s: %w", name, err))
 				}
 			}
-			if err := a.gcSessions(cmd.Context(), dryRun, cmd.OutOrStdout()); err != nil {
+			if err := a.gcSessions(cmd.Context(), opts.DryRun, cmd.OutOrStdout()); err != nil {
 				failed = append(failed, err)
 			}
 			if len(failed) > 0 {
@@ -59,7 +73,8 @@ directory, and sessions made in another mount namespace are not touched.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed, remove nothing")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "list what would be removed, remove nothing")
+	RegisterKubeClusterFlags(cmd.Flags(), &opts.Kube)
 	return cmd
 }
 
@@ -68,7 +83,8 @@ directory, and sessions made in another mount namespace are not touched.`,
 // names; then, host-wide, what native sessions whose own state directory
 // is gone left running or mounted (their inits, workspace mounts and
 // cgroups: linux.Client.Remains).
-func LinuxGC(ctx context.Context, a *App, dryRun bool, out io.Writer) error {
+func LinuxGC(ctx context.Context, a *App, opts GCOptions, out io.Writer) error {
+	dryRun := opts.DryRun
 	c, err := a.OpenBackend("linux", BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return err

@@ -48,12 +48,20 @@ func (sf *sandboxFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&wf.store, "store", datadir.Snapshots(), "snapshot store `DIR`")
 }
 
-// RegisterKubeFlags adds the kube backend's cluster flags to fl.
+// RegisterKubeFlags adds the kube backend's flags to fl: where its Pods
+// are (RegisterKubeClusterFlags) and how new ones are made.
 func RegisterKubeFlags(fl *pflag.FlagSet, k *KubeOptions) {
-	fl.StringVar(&k.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` of --backend kube (default $KUBECONFIG, then ~/.kube/config)")
-	fl.StringVar(&k.Namespace, "namespace", "", "namespace of --backend kube's Pods (`NAME`; default the kubeconfig's)")
+	RegisterKubeClusterFlags(fl, k)
 	fl.StringVar(&k.RuntimeClass, "runtime-class", "", "RuntimeClass of --backend kube's Pods (`NAME`, e.g. gvisor or kata; default the node's runtime)")
 	fl.StringVar(&k.EgressAddress, "egress-address", "", "`IP` of this host that --backend kube's Pods reach untranslated: a session's egress proxy (--network with hosts) listens there (default none: the allow-list is refused)")
+}
+
+// RegisterKubeClusterFlags adds the flags that say where the kube
+// backend's Pods are, --kubeconfig and --namespace, to fl: all that a
+// command which makes no Pod (gc) needs.
+func RegisterKubeClusterFlags(fl *pflag.FlagSet, k *KubeOptions) {
+	fl.StringVar(&k.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` of --backend kube (default $KUBECONFIG, then ~/.kube/config)")
+	fl.StringVar(&k.Namespace, "namespace", "", "namespace of --backend kube's Pods (`NAME`; default the kubeconfig's)")
 }
 
 // shaping are the names of the flags that shape a new sandbox.

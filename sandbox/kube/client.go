@@ -65,7 +65,10 @@ type Options struct {
 	// streams (snapshot.Store does). Nil disables Session.Snapshot and
 	// seeding from a snapshot.
 	Snapshots sandbox.SnapshotStore
-	// Logger receives warnings (weakened policy parts) and debug events.
+	// Logger receives warnings (weakened policy parts, the API server's
+	// warnings) and debug events. New also makes it, at debug level, the
+	// destination of klog, which is client-go's and one per process: the
+	// Logger of the latest Client gets it (klog.go).
 	Logger *slog.Logger
 }
 
@@ -107,6 +110,11 @@ func New(opts Options) (*Client, error) {
 		}
 	}
 	cfg.UserAgent = "agentbox"
+	routeKlog(log)
+	// The API server's warnings (a deprecated field, a PodSecurity
+	// admission's "would violate") are this client's, and worth seeing:
+	// client-go's default writes them to klog, now at debug.
+	cfg.WarningHandlerWithContext = warningLogger{log}
 	// Sessions open many short exec streams: keep client-side throttling
 	// out of the figures (the API server has its own fairness).
 	cfg.QPS, cfg.Burst = 200, 400
@@ -141,6 +149,17 @@ func New(opts Options) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// warningLogger logs the API server's warnings at warning level.
+type warningLogger struct{ log *slog.Logger }
+
+// HandleWarningHeaderWithContext logs a warning header (code 299, as
+// client-go's default handler keeps only those).
+func (w warningLogger) HandleWarningHeaderWithContext(ctx context.Context, code int, _ string, text string) {
+	if code == 299 && text != "" {
+		w.log.WarnContext(ctx, "kube: the API server warns: "+text)
+	}
 }
 
 func describeKubeconfig(path string) string {

@@ -107,12 +107,20 @@ func TestAllowListReachesOnlyItsHostsThroughTheProxy(t *testing.T) {
 		Credentials: map[string]map[string]string{"allowed.test": {"Authorization": "Bearer s3cret"}},
 	})
 
-	out := output(t, ctx, sess, sandbox.ExecRequest{Cmd: []string{"python3", "-c", fetchScript, "http://allowed.test/hello", "http://denied.test/"}})
+	res, err := sandbox.Exec(ctx, sess, sandbox.ExecRequest{Cmd: []string{"python3", "-c", fetchScript, "http://allowed.test/hello", "http://denied.test/"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("fetch through the proxy: %v %+v %s", err, res.ExitStatus, res.Stderr)
+	}
+	out := string(res.Stdout)
 	if !strings.Contains(out, `http://allowed.test/hello 200 upstream saw allowed.test /hello auth="Bearer s3cret"`) {
 		t.Errorf("the allowed host through the proxy, with its credential: %q", out)
 	}
 	if !strings.Contains(out, "http://denied.test/ 403") {
 		t.Errorf("a host off the list: %q (want the proxy's 403)", out)
+	}
+	// The refusal is the command's violation, as on the other backends.
+	if len(res.Violations) != 1 || !strings.Contains(res.Violations[0], `egress refused: GET "denied.test`) {
+		t.Errorf("the command's violations: %q, want the refusal of denied.test", res.Violations)
 	}
 	if env := output(t, ctx, sess, sandbox.ExecRequest{Cmd: []string{"env"}}); strings.Contains(env, "s3cret") {
 		t.Error("the credential is in the session's environment")
@@ -135,7 +143,7 @@ func TestAllowListReachesOnlyItsHostsThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer peer.Close(context.Background())
-	res, err := sandbox.Exec(ctx, peer, sandbox.ExecRequest{
+	res, err = sandbox.Exec(ctx, peer, sandbox.ExecRequest{
 		Cmd: []string{"python3", "-c", fetchScript, "http://allowed.test/hello"},
 		Env: map[string]string{"http_proxy": "http://" + proxyAt},
 	})

@@ -197,10 +197,19 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.cancel = cancel
+	var refused uint64 // the proxy's refusals before the command
+	if s.egress != nil {
+		refused = s.egress.proxy.Refused()
+	}
 	go func() {
 		defer close(p.done)
 		err := s.stream(sctx, argv, opts)
 		p.status, p.err = exitStatus(err)
+		if s.egress != nil {
+			for _, d := range s.egress.proxy.DenialsSince(refused) {
+				p.status.Violations = append(p.status.Violations, sandbox.EgressViolation(d.String()))
+			}
+		}
 		outW.Close()
 		if errW != nil {
 			errW.Close()

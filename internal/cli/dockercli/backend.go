@@ -27,7 +27,8 @@ func Backend(o cli.BackendOptions) (sandbox.Client, error) {
 }
 
 // GC removes the containers of sessions whose owner died.
-func GC(ctx context.Context, _ *cli.App, dryRun bool, out io.Writer) error {
+func GC(ctx context.Context, _ *cli.App, opts cli.GCOptions, out io.Writer) error {
+	dryRun := opts.DryRun
 	c, err := docker.New(docker.Options{})
 	if err != nil {
 		return err

@@ -131,7 +131,7 @@ Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 	fl.StringSliceVar(&f.caches, "cache", nil, toolcache.FlagUsage())
 	fl.BoolVar(&f.asJSON, "json", false, "print the run's result as JSON on stdout instead of the final answer")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
-	fl.StringVar(&f.resume, "resume", "", "continue the run saved in `FILE` by --save-run (its conversation, pending calls and session; the task may then be left out), or resume the session saved by --save-state")
+	fl.StringVar(&f.resume, "resume", "", "continue the run saved in `FILE` by --save-run (its conversation, pending calls and session; the task may then be left out; a call that had begun when the run stopped is not run again but answered as interrupted), or resume the session saved by --save-state")
 	fl.StringVar(&f.saveRun, "save-run", "", "keep the run's state in `FILE` as it goes (conversation, turns, pending calls, session), so --resume FILE continues it in a new process after a crash, Ctrl-C or --approval-wait (keep the workspace with --workspace or --save-snapshot)")
 	fl.BoolVar(&f.approvalWait, "approval-wait", false, "when a call needs approval and there is no terminal to ask, stop the run with the call pending instead of denying it (needs --save-run; --resume asks again)")
 	fl.StringVar(&f.saveState, "save-state", "", "write the session's state to `FILE` after the run, to --resume it later (keep the workspace with --workspace or --save-snapshot)")

@@ -31,9 +31,11 @@ func Backend(o cli.BackendOptions) (sandbox.Client, error) {
 }
 
 // GC removes the Pods of sessions that ended, or whose owner on this host
-// died, in the namespace of the default kubeconfig.
-func GC(ctx context.Context, _ *cli.App, dryRun bool, out io.Writer) error {
-	c, err := kube.New(kube.Options{})
+// died, in the namespace (--namespace, default the kubeconfig's) of the
+// cluster --kubeconfig names (default $KUBECONFIG, then ~/.kube/config).
+func GC(ctx context.Context, _ *cli.App, opts cli.GCOptions, out io.Writer) error {
+	dryRun := opts.DryRun
+	c, err := kube.New(kube.Options{Kubeconfig: opts.Kube.Kubeconfig, Namespace: opts.Kube.Namespace})
 	if err != nil {
 		return err
 	}
