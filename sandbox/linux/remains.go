@@ -69,6 +69,9 @@ type Remain struct {
 // End removes the remain: kills the init, unmounts the workspace (and
 // detaches its loop device), removes the cgroup.
 func (r Remain) End() error {
+	if r.end == nil {
+		return fmt.Errorf("%q of session %q: not a remain Remains listed", r.What, r.Session)
+	}
 	if err := r.end(); err != nil {
 		return fmt.Errorf("%s of session %s: %w", r.What, r.Session, err)
 	}

@@ -189,3 +189,9 @@ func TestRemainsSpareTheWorkspaceARebuiltSessionAdopted(t *testing.T) {
 		}
 	}
 }
+
+func TestARemainNotListedByRemainsIsRefused(t *testing.T) {
+	if err := (Remain{Session: "x", What: "cgroup /nowhere"}).End(); err == nil {
+		t.Fatal("End of a Remain that Remains did not make succeeded")
+	}
+}
