@@ -105,10 +105,17 @@ func (c *Client) Remains() ([]Remain, error) {
 			continue
 		}
 		stateless[in.args.ID] = true
-		pid, id := in.pid, in.args.ID
+		pid, id, dir := in.pid, in.args.ID, in.dir
 		out = append(out, Remain{Session: id, What: "init pid " + strconv.Itoa(pid),
-			Why: fmt.Sprintf("its session directory %s is gone", in.dir),
+			Why: fmt.Sprintf("its session directory %s is gone", dir),
 			end: func() error {
+				// Checked again: only an init whose directory is gone is
+				// killed (killInit makes sure the pid is still its).
+				if _, err := os.Lstat(dir); err == nil {
+					return fmt.Errorf("its session directory %s is there again: not killed", dir)
+				} else if !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("not killed: %w", err)
+				}
 				killInit(pid, id)
 				if initAlive(pid, id) {
 					return errors.New("it still runs after SIGKILL")
@@ -309,7 +316,16 @@ func (c *Client) mountRemains(inits []hostInit, live map[string]bool) ([]Remain,
 		out = append(out, Remain{Session: id, What: fmt.Sprintf("workspace mount %s (%s)", point, kind),
 			Why: fmt.Sprintf("its session directory %s is gone and no live session uses it", filepath.Join(dir, id)),
 			end: func() error {
-				if workspaceClaimed(filepath.Dir(point), id, point) {
+				// Under the directory's lock, which a Rebuild adopting a
+				// workspace there holds from before it removes the gone
+				// session's directory until its new one has its own: the
+				// check below cannot fall between the two.
+				unlock, err := lockDir(dir, unix.LOCK_EX)
+				if err != nil {
+					return err
+				}
+				defer unlock()
+				if workspaceClaimed(dir, id, point) {
 					return errors.New("a session has claimed it since it was listed")
 				}
 				if kind == "tmpfs" {
@@ -411,7 +427,51 @@ func (c *Client) groupRemains(live, stateless map[string]bool) ([]Remain, error)
 		if len(dirs) == 0 {
 			continue
 		}
-		out = append(out, Remain{Session: id, What: "cgroup " + strings.Join(dirs, ", "), Why: why, end: g.Remove})
+		out = append(out, Remain{Session: id, What: "cgroup " + strings.Join(dirs, ", "), Why: why, end: func() error {
+			// Removing a group kills what is in it: only an empty one is
+			// removed. Its session's init, when it was a remain, was
+			// ended just before, and its processes with it.
+			if !emptied(g, groupDrain) {
+				return errors.New("processes are in it: not removed")
+			}
+			return g.Remove()
+		}})
 	}
 	return out, nil
+}
+
+// groupDrain is how long a group may take to empty once its session's
+// init is killed (the kernel ends the rest of its pid namespace).
+const groupDrain = 3 * time.Second
+
+// emptied reports whether no process is in g, waiting up to d for it.
+func emptied(g *cgroups.Group, d time.Duration) bool {
+	for deadline := time.Now().Add(d); g.Populated(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// lockDir takes a flock(2) on directory dir, shared or exclusive (how),
+// and returns what releases it. A Rebuild that adopts a workspace holds
+// its directory's lock shared; gc takes it exclusive to unmount a
+// workspace there (see mountRemains).
+func lockDir(dir string, how int) (unlock func(), err error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s to lock it: %w", dir, err)
+	}
+	for {
+		err = unix.Flock(fd, how)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() { _ = unix.Close(fd) }, nil
 }

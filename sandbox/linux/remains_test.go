@@ -3,15 +3,19 @@ package linux
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/sandbox"
 	"github.com/agentbox/agentbox/sandbox/linux/cgroups"
 	"github.com/agentbox/agentbox/sandbox/linux/control"
+	"golang.org/x/sys/unix"
 )
 
 // A detached session whose state directory is removed from under it runs
@@ -193,5 +197,110 @@ func TestRemainsSpareTheWorkspaceARebuiltSessionAdopted(t *testing.T) {
 func TestARemainNotListedByRemainsIsRefused(t *testing.T) {
 	if err := (Remain{Session: "x", What: "cgroup /nowhere"}).End(); err == nil {
 		t.Fatal("End of a Remain that Remains did not make succeeded")
+	}
+}
+
+// Rebuild removes the gone session's directory before its new session's
+// directory exists; in between no state names the workspace it adopts.
+// gc's End of that workspace waits for the rebuild (the directory's
+// lock) and then finds it claimed: it is not unmounted under the
+// session being made.
+func TestRemainsDoNotUnmountAWorkspaceARebuildIsAdopting(t *testing.T) {
+	c := newTestClient(t)
+	ctx := context.Background()
+	s, err := c.Create(ctx, sandbox.Spec{Detached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.State()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ws := st.Workspace
+	t.Cleanup(func() {
+		_ = unix.Unmount(ws, unix.MNT_DETACH)
+		_ = os.RemoveAll(ws)
+	})
+	// What Rebuild does up to the directory of its new session, by hand.
+	unlock, err := lockDir(filepath.Dir(ws), unix.LOCK_SH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	keep := st
+	keep.OwnsWorkspace = false
+	if err := c.Delete(ctx, keep); err != nil {
+		t.Fatal(err)
+	}
+	remains, err := c.Remains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(remains, func(r Remain) bool {
+		return r.Session == st.ID && strings.HasPrefix(r.What, "workspace mount")
+	})
+	if i < 0 || !mounted(ws) {
+		t.Fatalf("the test needs the unclaimed workspace listed (%v) and mounted (%v)", remains, mounted(ws))
+	}
+	done := make(chan error, 1)
+	go func() { done <- remains[i].End() }()
+	select {
+	case err := <-done:
+		t.Fatalf("End did not wait for the rebuild: %v; mounted: %v", err, mounted(ws))
+	case <-time.After(300 * time.Millisecond):
+	}
+	dir := c.sessionDir(newID())
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	unlock()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "claimed") {
+		t.Errorf("End once the rebuild made its directory = %v; want it refused as claimed", err)
+	}
+	if !mounted(ws) {
+		t.Error("the adopted workspace was unmounted")
+	}
+}
+
+// Removing a cgroup kills what is in it. A group listed empty is not
+// removed, nor its processes killed, when a process is in it by End.
+func TestRemainsDoNotRemoveAGroupAProcessEntered(t *testing.T) {
+	c := newTestClient(t)
+	id := newID()
+	g, err := c.cg.Create(id, cgroups.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Remove() })
+	old := time.Now().Add(-2 * groupGrace)
+	for _, h := range []string{"v2", cgroups.Memory, cgroups.Pids, cgroups.CPU} {
+		if d := g.Dir(h); d != "" {
+			if err := os.Chtimes(d, old, old); err != nil {
+				testenv.Skipf(t, "cannot age cgroup %s: %v", d, err)
+			}
+		}
+	}
+	remains, err := c.Remains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(remains, func(r Remain) bool { return r.Session == id })
+	if i < 0 {
+		t.Fatalf("the empty, old group of no init is not listed: %v", remains)
+	}
+	sleep := exec.Command("sleep", "300")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sleep.Process.Kill(); _ = sleep.Wait() })
+	if err := g.Add(sleep.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := remains[i].End(); err == nil || !strings.Contains(err.Error(), "processes are in it") {
+		t.Errorf("End of a group a process entered = %v; want it refused", err)
+	}
+	if err := sleep.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the process in the group was killed: %v", err)
 	}
 }
