@@ -336,6 +336,12 @@ func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []T
 		last = &rep
 		emit(trace.Event{Type: trace.SandboxExec, Turn: turn, Tool: c.Name, CallID: c.CallID, Cmd: rep.Cmd, ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Running: rep.Running, Violations: rep.Violations, DurationMS: rep.Duration.Milliseconds()})
 	})
+	// A run cancelled before the tool runs (during the approval, say)
+	// leaves the call not begun: the resumed run runs it, rather than
+	// answering as interrupted a call that never ran.
+	if cerr := ctx.Err(); cerr != nil {
+		return "", fmt.Errorf("agent: run cancelled before %s ran: %w", c.Name, cerr)
+	}
 	begin()
 	out, err := callSafely(tctx, tool, json.RawMessage(args))
 	if cerr := ctx.Err(); cerr != nil {

@@ -230,3 +230,33 @@ func TestAVersion1RunStateStillLoads(t *testing.T) {
 		t.Fatalf("version 1 state: %+v, %v, %v", st, ok, err)
 	}
 }
+
+// A run cancelled after a call was approved but before its tool ran
+// leaves the call not begun: the resumed run runs it (approval asked
+// again) rather than answering it as interrupted.
+func TestACallCancelledBeforeItRanIsNotMarkedBegun(t *testing.T) {
+	ws := t.TempDir()
+	var saved *RunState
+	m := &stepModel{next: func(context.Context, int, model.Request) (*model.Response, error) {
+		return &model.Response{Output: []model.Item{
+			{Type: model.ItemFunctionCall, CallID: "c1", Name: "exec_command", Arguments: `{"cmd":"echo ran >> log.txt"}`},
+		}}, nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The user approves, and the run is cancelled as the answer comes.
+	approve := ApproverFunc(func(context.Context, Call) (bool, error) { cancel(); return true, nil })
+	_, err := (&Runner{}).Run(ctx, &SandboxAgent{Name: "coder", Model: m}, "append", RunConfig{
+		Sandbox:   SandboxConfig{Client: newClient(t), Spec: sandbox.Spec{Workspace: ws}},
+		Approvals: []ApprovalRule{{Tool: "exec_command"}}, Approver: approve,
+		Checkpoint: func(st *RunState) { saved = st }})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v, want it cancelled", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "log.txt")); err == nil {
+		t.Fatalf("the command ran in a cancelled run: %q", b)
+	}
+	if saved == nil || len(saved.Started) != 0 || len(saved.Pending) != 1 || saved.Pending[0].CallID != "c1" {
+		t.Fatalf("the saved state does not leave c1 pending: %+v", saved)
+	}
+}
