@@ -157,10 +157,20 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 		for _, c := range calls {
 			// The checkpoint that marks the call begun is handed over
 			// before the tool runs, so a run killed during the call
-			// leaves a state that says so.
-			begin := func() {
+			// leaves a state that says so. A run cancelled by then (a
+			// caller that could not save the mark cancels it) does not
+			// run the call, which stays not begun.
+			begin := func() error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				began[c.CallID] = true
 				checkpoint(sess, false)
+				if err := ctx.Err(); err != nil {
+					delete(began, c.CallID)
+					return err
+				}
+				return nil
 			}
 			out, err := r.callTool(ctx, turn, c, tools, cfg, emit, progress, begin)
 			if err != nil {
@@ -265,8 +275,9 @@ func respond(ctx context.Context, m model.Model, req model.Request, live bool, o
 // failure becomes an output the model can read and recover from.
 //
 // begin is called once the call is about to run (approved, if it needed
-// it), before the tool can change anything.
-func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []Tool, cfg RunConfig, emit func(trace.Event), progress func(Event), begin func()) (string, error) {
+// it), before the tool can change anything; its error (the run was
+// cancelled) ends the run with the call not run.
+func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []Tool, cfg RunConfig, emit func(trace.Event), progress func(Event), begin func() error) (string, error) {
 	start := time.Now()
 	summary := displaySummary(c.Name, c.Arguments)
 	emit(trace.Event{Type: trace.ToolCall, Turn: turn, Tool: c.Name, CallID: c.CallID, Arguments: c.Arguments})
@@ -339,10 +350,9 @@ func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []T
 	// A run cancelled before the tool runs (during the approval, say)
 	// leaves the call not begun: the resumed run runs it, rather than
 	// answering as interrupted a call that never ran.
-	if cerr := ctx.Err(); cerr != nil {
+	if cerr := begin(); cerr != nil {
 		return "", fmt.Errorf("agent: run cancelled before %s ran: %w", c.Name, cerr)
 	}
-	begin()
 	out, err := callSafely(tctx, tool, json.RawMessage(args))
 	if cerr := ctx.Err(); cerr != nil {
 		_, _ = finish(out, err, tool.MaxOutput)

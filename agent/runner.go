@@ -74,7 +74,9 @@ type RunConfig struct {
 	// at the end (with the session's final state), so a caller can save
 	// it and resume the run in a new process. It must not block for long;
 	// a caller that must not lose a call's start saves the state before
-	// returning.
+	// returning, and one that could not save it cancels the run's
+	// context before returning: the call is then not run (nor marked
+	// begun).
 	Checkpoint func(*RunState)
 	// BeforeClose runs when the run succeeded, while the session is still
 	// live (its background processes already ended) and before the runner

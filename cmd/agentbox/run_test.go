@@ -472,3 +472,27 @@ func TestRunStoppedForApprovalContinuesInANewProcess(t *testing.T) {
 		t.Errorf("the first run's report is not in the workspace: %q %v", b, err)
 	}
 }
+
+// A run whose state cannot be saved (--save-run into a directory that is
+// not there) stops before its call runs: a resume from the last state
+// saved would run again a call that ran unrecorded.
+func TestRunWhoseStateCannotBeSavedStopsBeforeItsCall(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	for name, content := range map[string]string{
+		"agent.yaml": "name: appender\nmodel: {provider: scripted, plan: plan.yaml}\n",
+		"plan.yaml":  "steps:\n  - call: {tool: exec_command, arguments: {cmd: \"echo ran >> log.txt\"}}\n  - final: done\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, stderr, code := runCLI(t, "run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--workspace", ws,
+		"--save-run", filepath.Join(dir, "missing", "run-state.json"), "--trace", filepath.Join(dir, "t.jsonl"), "append")
+	if code == 0 || !strings.Contains(stderr, "save run state") || !strings.Contains(stderr, "the run stops") {
+		t.Fatalf("exit %d; want the run failed for its state, stderr:\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "log.txt")); err == nil {
+		t.Errorf("the call ran although its start could not be saved: log.txt = %q", b)
+	}
+}
