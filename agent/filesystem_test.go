@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,5 +131,24 @@ func TestReadFileAnswersWithinTheToolOutputCap(t *testing.T) {
 	head, body, _ = strings.Cut(out, "\n")
 	if !strings.HasPrefix(head, "[line 1 of 1 is 2097152 bytes; its first ") || !strings.Contains(head, "exec_command") || !strings.HasPrefix(body, "éé") {
 		t.Errorf("a line over the cap: header %q, body %.20q", head, body)
+	}
+}
+
+// A read limit below one byte is refused, not passed on to a backend that
+// reads 0 as no limit.
+func TestReadFileLimitRefusesALimitBelowOneByte(t *testing.T) {
+	c := newClient(t)
+	s, err := c.Client.Create(context.Background(), sandbox.Spec{Workspace: t.TempDir(), AllowWeaker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	if err := os.WriteFile(filepath.Join(s.State().Workspace, "f.txt"), []byte("content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int64{0, -1} {
+		if data, err := sandbox.ReadFileLimit(context.Background(), s, "f.txt", max); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("ReadFileLimit(max %d) = %q, %v; want it refused as invalid", max, data, err)
+		}
 	}
 }

@@ -13,8 +13,9 @@ import (
 // ReadFileLimit, which falls back on a size check for the others.
 type LimitedReader interface {
 	// ReadFileLimit reads path as ReadFile does, but refuses a file of
-	// more than max bytes before reading its content, and never returns
-	// more than max bytes (a file that grows while read is refused too).
+	// more than max bytes (max >= 1) before reading its content, and
+	// never returns more than max bytes (a file that grows while read is
+	// refused too).
 	// The refusal wraps ErrOutputLimit and a *FileSizeError.
 	ReadFileLimit(ctx context.Context, path string, max int64) ([]byte, error)
 }
@@ -46,6 +47,11 @@ const maxLinkHops = 8
 // of it is read; a file it cannot size that way is read with ReadFile,
 // which the backend bounds, and checked after.
 func ReadFileLimit(ctx context.Context, s Session, p string, max int64) ([]byte, error) {
+	if max < 1 {
+		// The backends read 0 as no limit at all (wsfs): refused, not
+		// passed on.
+		return nil, Errorf(ErrInvalid, "read %s: a read limit of %d bytes; give one of at least 1", p, max)
+	}
 	if lr, ok := s.(LimitedReader); ok {
 		return lr.ReadFileLimit(ctx, p, max)
 	}

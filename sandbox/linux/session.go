@@ -215,7 +215,10 @@ func (s *session) ReadFileLimit(ctx context.Context, p string, max int64) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	return r.ReadFile(rel, min(max, maxReadFile))
+	if max < 1 || max > maxReadFile {
+		max = maxReadFile // never unbounded: wsfs reads 0 as no limit
+	}
+	return r.ReadFile(rel, max)
 }
 
 // WriteFile writes a file in the workspace, owned by the session user.
