@@ -40,7 +40,7 @@ reached fails gc.
 A native session whose state directory (AGENTBOX_STATE_DIR/ID) was removed
 while it ran is invisible to its state; gc finds what it left from the host
 itself, in every state directory: its init (a process that names the gone
-directory in its arguments, in gc's own mount namespace), its workspace
+directory in its environment, in gc's own mount namespace), its workspace
 tmpfs or disk image still mounted on ID.workspace, and its cgroups (and
 the empty cgroups of any session whose init is gone). Each is named with
 why it is left; inits of an older agentbox, which do not name their state

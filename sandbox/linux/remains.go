@@ -28,9 +28,9 @@ import (
 // proves each one agentbox's and stateless before it is ended:
 //
 //   - an init is a process whose argv[0] is control.Marker, pid 1 of a pid
-//     namespace of its own, whose arguments name its session, the absolute
-//     state directory and the mount namespace that path is seen in
-//     (control.Args); it is a remain when that namespace is this process's
+//     namespace of its own, whose arguments name its session and whose
+//     environment the absolute state directory and the mount namespace
+//     that path is seen in (control.Args); it is a remain when that namespace is this process's
 //     and StateDir/ID does not exist. An init that names no state
 //     directory (started by an agentbox from before) or another mount
 //     namespace (a container's agentbox, a service with a private /tmp)
@@ -168,6 +168,13 @@ func findInits(all bool) ([]hostInit, error) {
 		}
 		in := hostInit{pid: pid}
 		args, err := control.ParseArgs(argv[1:])
+		if err == nil && args.StateDir == "" {
+			// Its environment names its state directory (an init of an
+			// agentbox before named it in its arguments, or not at all).
+			if env, rerr := os.ReadFile("/proc/" + p.Name() + "/environ"); rerr == nil {
+				err = args.ReadEnv(strings.Split(strings.TrimSuffix(string(env), "\x00"), "\x00"))
+			}
+		}
 		in.args = args // what it says of itself even when it is not understood: its session is spared
 		if err == nil && validID(args.ID) && filepath.IsAbs(args.StateDir) && args.MountNS == mntns && pidNamespaceInit(pid) {
 			in.dir = filepath.Join(args.StateDir, args.ID)

@@ -127,13 +127,26 @@ func loopOf(t *testing.T, dir string) string {
 	return ""
 }
 
-// An init tells whose it is by its arguments alone: the state directory
-// (any path) and mount namespace round-trip.
+// An init tells whose it is by its arguments and environment alone: the
+// state directory (any path) and mount namespace round-trip through the
+// environment, and the arguments, which the sandbox reads at
+// /proc/1/cmdline, do not name the host's path; an init started with
+// them in its arguments is still read.
 func TestInitArgumentsNameTheStateDirectory(t *testing.T) {
 	in := control.Args{ID: "abc", Tracking: "v2", Join: 2, StateDir: "/tmp/a dir/with=signs", MountNS: 4026531841}
+	if argv := strings.Join(in.Argv(), " "); strings.Contains(argv, in.StateDir) {
+		t.Errorf("the init's arguments name its state directory: %s", argv)
+	}
 	out, err := control.ParseArgs(in.Argv())
+	if err == nil {
+		err = out.ReadEnv(append([]string{"GOGC=50"}, in.Env()...))
+	}
 	if err != nil || out != in {
-		t.Fatalf("ParseArgs(%q) = %+v, %v; want %+v", in.Argv(), out, err, in)
+		t.Fatalf("ParseArgs(%q) and ReadEnv(%q) = %+v, %v; want %+v", in.Argv(), in.Env(), out, err, in)
+	}
+	before := []string{"id=abc", "track=v2", "join=2", "state=" + in.StateDir, "mntns=4026531841"}
+	if out, err := control.ParseArgs(before); err != nil || out != in {
+		t.Fatalf("ParseArgs(%q) = %+v, %v; want %+v", before, out, err, in)
 	}
 }
 
