@@ -40,7 +40,7 @@
 //	manifest: manifest.yaml       # or an inline manifest mapping
 //	capabilities:                 # default: filesystem, shell, compaction
 //	  - shell: {timeout: 30s, max_timeout: 10m, max_processes: 8}
-//	  - filesystem: {max_read_lines: 2000, max_image: 5M}
+//	  - filesystem: {max_read_lines: 2000, max_read_file: 8M, max_image: 5M}
 //	  - skills: {dir: skills}     # dir/*/SKILL.md with name/description front matter
 //	  - compaction: {max_tokens: 24000, keep_last: 4}
 //	model: {provider: openai-responses|openai-chat|scripted, name: gpt-4.1, base_url: ..., plan: plan.yaml}

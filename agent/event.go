@@ -43,6 +43,9 @@ type Event struct {
 	Approved bool
 	// Denied is set for the result of a call that was not approved.
 	Denied bool
+	// Interrupted is set, in a resumed run, for the result of a call that
+	// had begun when the run stopped and was not run again.
+	Interrupted bool
 	// Err describes a failed tool call or run.
 	Err string
 	// Text is the final output, a streamed piece of text, or a session

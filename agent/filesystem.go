@@ -9,6 +9,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/bytesize"
+	"github.com/agentbox/agentbox/internal/truncate"
 	"github.com/agentbox/agentbox/sandbox"
 )
 
@@ -16,8 +18,14 @@ import (
 // through the session: apply_patch (V4A patches), read_file, write_file,
 // list_dir and view_image.
 type Filesystem struct {
-	// MaxReadLines bounds read_file's answer (default 2000 lines).
+	// MaxReadLines bounds read_file's answer (default 2000 lines); the
+	// answer also stays within DefaultToolOutputBytes, ending at a whole
+	// line and saying where to read on.
 	MaxReadLines int
+	// MaxReadFileBytes is the largest file read_file reads (default
+	// DefaultMaxReadFileBytes): a larger one is refused, by its size,
+	// before its content enters the harness's memory.
+	MaxReadFileBytes int64
 	// MaxImageBytes bounds view_image (default 5 MiB).
 	MaxImageBytes int
 }
@@ -41,9 +49,12 @@ Use "*** Add File: p" (every line starting with +), "*** Delete File: p", and "*
 
 // Tools implements Capability.
 func (f *Filesystem) Tools(sess sandbox.Session) []Tool {
-	fx := &fileTools{sess: sess, maxLines: f.MaxReadLines, maxImage: f.MaxImageBytes}
+	fx := &fileTools{sess: sess, maxLines: f.MaxReadLines, maxImage: f.MaxImageBytes, maxFile: f.MaxReadFileBytes}
 	if fx.maxLines <= 0 {
 		fx.maxLines = 2000
+	}
+	if fx.maxFile <= 0 {
+		fx.maxFile = DefaultMaxReadFileBytes
 	}
 	if fx.maxImage <= 0 {
 		fx.maxImage = 5 << 20
@@ -58,10 +69,18 @@ func (f *Filesystem) Tools(sess sandbox.Session) []Tool {
 	}
 }
 
+// DefaultMaxReadFileBytes is the largest file read_file reads by default.
+const DefaultMaxReadFileBytes = 8 << 20
+
+// readFileAnswerBytes bounds read_file's answer: the tool-output cap, less
+// room for the line that says which lines it holds.
+const readFileAnswerBytes = DefaultToolOutputBytes - 256
+
 type fileTools struct {
 	sess     sandbox.Session
 	maxLines int
 	maxImage int
+	maxFile  int64
 }
 
 var applyPatchSpec = mustSpec("apply_patch", "Apply a V4A patch (*** Begin Patch ... *** End Patch) that adds, updates, moves or deletes workspace files. Either every change applies or none does.", `{
@@ -281,7 +300,16 @@ func (fx *fileTools) readFile(ctx context.Context, raw json.RawMessage) (string,
 	if err := decodeArgs("read_file", raw, &a); err != nil {
 		return "", err
 	}
-	data, err := fx.sess.ReadFile(ctx, a.Path)
+	data, err := sandbox.ReadFileLimit(ctx, fx.sess, a.Path, fx.maxFile)
+	var big *sandbox.FileSizeError
+	if errors.As(err, &big) {
+		size := "it is larger"
+		if big.Size >= 0 {
+			size = fmt.Sprintf("it is %d bytes (%s)", big.Size, bytesize.Format(big.Size))
+		}
+		return "", fmt.Errorf("read_file %s: %s, over read_file's limit of %d bytes (%s), so it was not read; read the part you need with exec_command (head -n 100, sed -n '200,300p', grep -n, tail -c 4096)",
+			a.Path, size, big.Limit, bytesize.Format(big.Limit))
+	}
 	if err != nil {
 		return "", fmt.Errorf("read_file %s: %w", a.Path, err)
 	}
@@ -301,11 +329,24 @@ func (fx *fileTools) readFile(ctx context.Context, raw json.RawMessage) (string,
 		return "", fmt.Errorf("read_file %s: offset %d is past the end (%d lines)", a.Path, first, len(lines))
 	}
 	last := min(first-1+limit, len(lines))
-	body := strings.Join(lines[min(first-1, len(lines)):last], "")
-	if first == 1 && last == len(lines) {
-		return body, nil
+	// The answer ends at a whole line within the tool-output cap, rather
+	// than being cut in its middle; a single line over the cap is cut.
+	var body strings.Builder
+	n := min(first-1, len(lines))
+	for ; n < last && body.Len()+len(lines[n]) <= readFileAnswerBytes; n++ {
+		body.WriteString(lines[n])
 	}
-	return fmt.Sprintf("[lines %d-%d of %d]\n%s", first, last, len(lines), body), nil
+	switch {
+	case n == first-1 && n < last:
+		line := lines[n]
+		cut := line[:truncate.RuneStart(line, readFileAnswerBytes)]
+		return fmt.Sprintf("[line %d of %d is %d bytes; its first %d follow. Read the rest with exec_command (cut -c, head -c, fold)]\n%s", first, len(lines), len(line), len(cut), cut), nil
+	case n < last:
+		return fmt.Sprintf("[lines %d-%d of %d; the answer stops at %d bytes: read on with offset %d]\n%s", first, n, len(lines), readFileAnswerBytes, n+1, body.String()), nil
+	case first == 1 && last == len(lines):
+		return body.String(), nil
+	}
+	return fmt.Sprintf("[lines %d-%d of %d]\n%s", first, last, len(lines), body.String()), nil
 }
 
 func (fx *fileTools) writeFile(ctx context.Context, raw json.RawMessage) (string, error) {

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/agentbox/agentbox/sandbox"
 )
 
 // ImageType detects an image's MIME type from its first bytes (PNG, JPEG,
@@ -31,12 +34,15 @@ func (fx *fileTools) viewImage(ctx context.Context, raw json.RawMessage) (string
 	if err := decodeArgs("view_image", raw, &a); err != nil {
 		return "", err
 	}
-	data, err := fx.sess.ReadFile(ctx, a.Path)
+	// Bounded like read_file: an image over the limit is refused by its
+	// size, not read whole first.
+	data, err := sandbox.ReadFileLimit(ctx, fx.sess, a.Path, int64(fx.maxImage))
+	var big *sandbox.FileSizeError
+	if errors.As(err, &big) {
+		return "", fmt.Errorf("view_image %s: %v (view_image's limit)", a.Path, big)
+	}
 	if err != nil {
 		return "", fmt.Errorf("view_image %s: %w", a.Path, err)
-	}
-	if len(data) > fx.maxImage {
-		return "", fmt.Errorf("view_image %s: %d bytes is over the %d-byte limit", a.Path, len(data), fx.maxImage)
 	}
 	mime := ImageType(data)
 	if mime == "" {

@@ -402,12 +402,20 @@ func newCapability(name string, opts *yaml.Node, dir string) (Capability, error)
 	case "filesystem":
 		var o struct {
 			MaxReadLines int    `yaml:"max_read_lines"`
+			MaxReadFile  string `yaml:"max_read_file"`
 			MaxImage     string `yaml:"max_image"`
 		}
 		if err := decodeOpts(opts, &o); err != nil {
 			return nil, err
 		}
 		f := &Filesystem{MaxReadLines: o.MaxReadLines}
+		if o.MaxReadFile != "" {
+			n, err := bytesize.Parse(o.MaxReadFile)
+			if err != nil {
+				return nil, fmt.Errorf("max_read_file: %w", err)
+			}
+			f.MaxReadFileBytes = n
+		}
 		if o.MaxImage != "" {
 			n, err := bytesize.Parse(o.MaxImage)
 			if err != nil {

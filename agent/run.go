@@ -74,11 +74,15 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	if err != nil {
 		return res, err
 	}
+	// began are the IDs of the calls that have begun running: a state
+	// saved while one runs says so, and a run resumed from it does not
+	// run that call a second time.
+	began := map[string]bool{}
 	// checkpoint hands the run's state to the caller, who saves it to
 	// continue the run in a new process; sess is nil once it is closed.
 	checkpoint := func(sess sandbox.Session, done bool) {
 		if cfg.Checkpoint != nil {
-			cfg.Checkpoint(runState(a, input, res, sess, done))
+			cfg.Checkpoint(runState(a, input, res, began, sess, done))
 		}
 	}
 	sess := o.sess
@@ -151,7 +155,24 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	// conversation (and the checkpoint) as it comes.
 	runCalls := func(turn int, calls []model.Item) error {
 		for _, c := range calls {
-			out, err := r.callTool(ctx, turn, c, tools, cfg, emit, progress)
+			// The checkpoint that marks the call begun is handed over
+			// before the tool runs, so a run killed during the call
+			// leaves a state that says so. A run cancelled by then (a
+			// caller that could not save the mark cancels it) does not
+			// run the call, which stays not begun.
+			begin := func() error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				began[c.CallID] = true
+				checkpoint(sess, false)
+				if err := ctx.Err(); err != nil {
+					delete(began, c.CallID)
+					return err
+				}
+				return nil
+			}
+			out, err := r.callTool(ctx, turn, c, tools, cfg, emit, progress, begin)
 			if err != nil {
 				return err
 			}
@@ -163,10 +184,22 @@ func (r *Runner) Run(ctx context.Context, a *SandboxAgent, input string, cfg Run
 	if rs := cfg.Resume; rs != nil {
 		res.Items, res.Turns, res.Usage = slices.Clone(rs.Items), rs.Turns, rs.Usage
 		first = rs.Turns + 1
-		// The calls the interrupted run had not answered run first, in
-		// the turn that asked for them (approval is asked again).
-		if err := runCalls(rs.Turns, pendingCalls(res.Items)); err != nil {
-			return res, err
+		for _, c := range rs.Started {
+			began[c.CallID] = true
+		}
+		// The calls the interrupted run had not answered come first, in
+		// the turn that asked for them: one that had begun is answered
+		// as interrupted, not run again; one that had not runs now
+		// (approval is asked again).
+		for _, c := range pendingCalls(res.Items) {
+			if began[c.CallID] {
+				res.Items = append(res.Items, interrupted(rs.Turns, c, emit, progress))
+				checkpoint(sess, false)
+				continue
+			}
+			if err := runCalls(rs.Turns, []model.Item{c}); err != nil {
+				return res, err
+			}
 		}
 	}
 	sent := "" // the instructions the trace holds whole
@@ -240,7 +273,11 @@ func respond(ctx context.Context, m model.Model, req model.Request, live bool, o
 // callTool runs one call and returns its output for the model. Only a
 // cancelled context or a failing approver end the run; every other
 // failure becomes an output the model can read and recover from.
-func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []Tool, cfg RunConfig, emit func(trace.Event), progress func(Event)) (string, error) {
+//
+// begin is called once the call is about to run (approved, if it needed
+// it), before the tool can change anything; its error (the run was
+// cancelled) ends the run with the call not run.
+func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []Tool, cfg RunConfig, emit func(trace.Event), progress func(Event), begin func() error) (string, error) {
 	start := time.Now()
 	summary := displaySummary(c.Name, c.Arguments)
 	emit(trace.Event{Type: trace.ToolCall, Turn: turn, Tool: c.Name, CallID: c.CallID, Arguments: c.Arguments})
@@ -310,12 +347,29 @@ func (r *Runner) callTool(ctx context.Context, turn int, c model.Item, tools []T
 		last = &rep
 		emit(trace.Event{Type: trace.SandboxExec, Turn: turn, Tool: c.Name, CallID: c.CallID, Cmd: rep.Cmd, ExitCode: rep.ExitCode, TimedOut: rep.TimedOut, Running: rep.Running, Violations: rep.Violations, DurationMS: rep.Duration.Milliseconds()})
 	})
+	// A run cancelled before the tool runs (during the approval, say)
+	// leaves the call not begun: the resumed run runs it, rather than
+	// answering as interrupted a call that never ran.
+	if cerr := begin(); cerr != nil {
+		return "", fmt.Errorf("agent: run cancelled before %s ran: %w", c.Name, cerr)
+	}
 	out, err := callSafely(tctx, tool, json.RawMessage(args))
 	if cerr := ctx.Err(); cerr != nil {
 		_, _ = finish(out, err, tool.MaxOutput)
 		return "", fmt.Errorf("agent: run cancelled during %s: %w", c.Name, cerr)
 	}
 	return finish(out, err, tool.MaxOutput)
+}
+
+// interrupted answers call c of a resumed run, which had begun when the
+// run stopped, without running it again; the trace records it as a
+// result marked interrupted.
+func interrupted(turn int, c model.Item, emit func(trace.Event), progress func(Event)) model.Item {
+	summary := shortSummary(displaySummary(c.Name, c.Arguments))
+	emit(trace.Event{Type: trace.ToolCall, Turn: turn, Tool: c.Name, CallID: c.CallID, Arguments: c.Arguments})
+	emit(trace.Event{Type: trace.ToolResult, Turn: turn, Tool: c.Name, CallID: c.CallID, Output: interruptedOutput, Bytes: len(interruptedOutput), Interrupted: true})
+	progress(Event{Type: EventToolResult, Turn: turn, Tool: c.Name, Summary: summary, Interrupted: true})
+	return model.Item{Type: model.ItemFunctionCallOutput, CallID: c.CallID, Output: interruptedOutput}
 }
 
 // callSafely runs a tool, turning a panic into an error so that one

@@ -64,14 +64,19 @@ type RunConfig struct {
 	// MaxTurns overrides the agent's turn limit when positive.
 	MaxTurns int
 	// Resume continues the run a RunState saved: its conversation, turns
-	// and tokens, its pending calls first, in its session (resumed, or
+	// and tokens, its pending calls first (a call that had begun is not
+	// run again but answered as interrupted), in its session (resumed, or
 	// rebuilt when gone) unless Sandbox names another. The task given to
 	// Run must be empty or the saved one.
 	Resume *RunState
-	// Checkpoint receives the run's state after each model answer, each
-	// tool output and at the end (with the session's final state), so a
-	// caller can save it and resume the run in a new process. It must not
-	// block for long.
+	// Checkpoint receives the run's state after each model answer, as
+	// each call begins (before the tool runs), after each tool output and
+	// at the end (with the session's final state), so a caller can save
+	// it and resume the run in a new process. It must not block for long;
+	// a caller that must not lose a call's start saves the state before
+	// returning, and one that could not save it cancels the run's
+	// context before returning: the call is then not run (nor marked
+	// begun).
 	Checkpoint func(*RunState)
 	// BeforeClose runs when the run succeeded, while the session is still
 	// live (its background processes already ended) and before the runner

@@ -10,8 +10,10 @@ import (
 	"github.com/agentbox/agentbox/sandbox"
 )
 
-// RunStateVersion is the version of the RunState format.
-const RunStateVersion = 1
+// RunStateVersion is the version of the RunState format. Version 2 added
+// Started; a version 1 state still loads (its unanswered calls are all
+// Pending, as that format could not tell a call that had begun).
+const RunStateVersion = 2
 
 // ErrApprovalPending is what an Approver returns (wrapped or not) when a
 // person must decide and is not there: the run stops with the call
@@ -36,9 +38,14 @@ type RunState struct {
 	Turns int          `json:"turns"`
 	Usage model.Usage  `json:"usage"`
 	// Pending are the calls of the last model answer that have no output
-	// yet: a resumed run runs them (asking approval again) before the
-	// next model turn.
+	// and had not begun: a resumed run runs them (asking approval again)
+	// before the next model turn.
 	Pending []model.Item `json:"pending,omitempty"`
+	// Started are the calls that had begun running (approved, if they
+	// needed it) and have no output: the run stopped during them. A
+	// resumed run does not run them again, since their side effects may
+	// have happened; each gets an output saying it was interrupted.
+	Started []model.Item `json:"started,omitempty"`
 	// Session is the session's state, to resume it (sandbox.Client.Resume,
 	// else Rebuild from its workspace or snapshot).
 	Session sandbox.State `json:"session"`
@@ -92,11 +99,19 @@ func pendingCalls(items []model.Item) []model.Item {
 	return out
 }
 
-// runState snapshots res (and the session) as a RunState.
-func runState(a *SandboxAgent, task string, res *Result, sess sandbox.Session, done bool) *RunState {
+// runState snapshots res (and the session) as a RunState; began holds
+// the call IDs of the calls that have begun running.
+func runState(a *SandboxAgent, task string, res *Result, began map[string]bool, sess sandbox.Session, done bool) *RunState {
 	st := &RunState{Kind: RunStateKind, Version: RunStateVersion, Agent: a.Name, Task: task,
-		Items: slices.Clone(res.Items), Turns: res.Turns, Usage: res.Usage, Pending: pendingCalls(res.Items),
+		Items: slices.Clone(res.Items), Turns: res.Turns, Usage: res.Usage,
 		Done: done, RunID: res.RunID, TraceID: res.TraceID}
+	for _, c := range pendingCalls(res.Items) {
+		if began[c.CallID] {
+			st.Started = append(st.Started, c)
+		} else {
+			st.Pending = append(st.Pending, c)
+		}
+	}
 	if sess != nil {
 		st.Session = sess.State()
 	} else {
@@ -104,3 +119,11 @@ func runState(a *SandboxAgent, task string, res *Result, sess sandbox.Session, d
 	}
 	return st
 }
+
+// interruptedOutput answers, in a resumed run, a call that had begun when
+// the run stopped. It is not run again: a command half-way through, a
+// push or a patch may have done some or all of its work, and running it
+// twice would do that twice.
+const interruptedOutput = "This call was interrupted: the run stopped while it was running, and the resumed run did not run it again. " +
+	"Some or all of its effects may be in the workspace (files written, removed or half-written; commands it started). " +
+	"Check what it changed before you retry it, and retry only what is missing."

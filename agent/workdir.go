@@ -35,6 +35,12 @@ func (w workdirSession) ReadFile(ctx context.Context, p string) ([]byte, error) 
 	return w.Session.ReadFile(ctx, w.in(p))
 }
 
+// ReadFileLimit keeps the session's bounded read (sandbox.LimitedReader)
+// through the wrapper.
+func (w workdirSession) ReadFileLimit(ctx context.Context, p string, max int64) ([]byte, error) {
+	return sandbox.ReadFileLimit(ctx, w.Session, w.in(p), max)
+}
+
 func (w workdirSession) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	return w.Session.WriteFile(ctx, w.in(p), data, mode)
 }

@@ -152,6 +152,13 @@ func (ts *tenantSession) ReadFile(ctx context.Context, p string) ([]byte, error)
 	return ts.Session.ReadFile(ctx, p)
 }
 
+// ReadFileLimit keeps the session's bounded read (sandbox.LimitedReader)
+// through the wrapper.
+func (ts *tenantSession) ReadFileLimit(ctx context.Context, p string, max int64) ([]byte, error) {
+	ts.touch()
+	return sandbox.ReadFileLimit(ctx, ts.Session, p, max)
+}
+
 func (ts *tenantSession) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	ts.touch()
 	return ts.Session.WriteFile(ctx, p, data, mode)

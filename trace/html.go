@@ -156,6 +156,9 @@ func buildPage(evs []Event) *htmlPage {
 			if e.Err != "" {
 				s.Failed = true
 			}
+			if e.Interrupted {
+				s.Exit, s.Failed = "interrupted, not run again", true
+			}
 		case Promotion:
 			promoted += len(e.Files)
 			p.Promotions = append(p.Promotions, htmlPromotion{Dest: e.Dest, Files: e.Files, Rejected: e.Rejected, Err: e.Err})

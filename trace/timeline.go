@@ -225,6 +225,9 @@ func describe(e Event) string {
 		return fmt.Sprintf("  approval %s  %s (rule %s)", verdict, e.Tool, e.Rule)
 	case ToolResult:
 		s := fmt.Sprintf("  -> %s  %d bytes", e.Tool, e.Bytes)
+		if e.Interrupted {
+			s += "  INTERRUPTED (had begun when the run stopped; not run again)"
+		}
 		if e.Truncated {
 			s += " (truncated)"
 		}

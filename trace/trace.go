@@ -71,7 +71,11 @@ type Event struct {
 	Bytes     int    `json:"bytes,omitempty"`
 	Truncated bool   `json:"truncated,omitempty"`
 	Approved  *bool  `json:"approved,omitempty"`
-	Rule      string `json:"rule,omitempty"`
+	// Interrupted marks the tool_result a resumed run gives a call that
+	// had begun when the run stopped: it was not run again, and Output
+	// tells the model so.
+	Interrupted bool   `json:"interrupted,omitempty"`
+	Rule        string `json:"rule,omitempty"`
 
 	// sandbox_exec; Violations are the policy violations the backend saw
 	// (a denied egress host, a limit reached), one line each

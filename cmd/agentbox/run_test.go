@@ -334,6 +334,72 @@ func TestRunInterruptedExitsAsAShellReportsCtrlC(t *testing.T) {
 	}
 }
 
+// A run killed while a command runs (SIGKILL: no cleanup, only what was
+// saved before) is resumed in a new process: the command that had begun
+// is not run a second time, so its side effect happens once; the model
+// reads that it was interrupted, and the progress and the trace say so.
+func TestRunKilledDuringACommandDoesNotRunItAgainOnResume(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	state := filepath.Join(dir, "run-state.json")
+	for name, content := range map[string]string{
+		"agent.yaml": "name: appender\nmodel: {provider: scripted, plan: plan.yaml}\n",
+		// The command appends its line, then waits until the test lets it
+		// end (the killed run leaves it behind, in its own process group).
+		"plan.yaml": "steps:\n  - call: {tool: exec_command, arguments: {cmd: \"echo once >> log.txt; while [ ! -e go ]; do sleep 0.05; done\"}}\n  - final: checked\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentFile := filepath.Join(dir, "agent.yaml")
+	cmd := exec.Command(agentboxBinary(t), "run", "--agent", agentFile, "--backend", "local", "--allow-weaker", "--workspace", ws,
+		"--save-run", state, "--trace", filepath.Join(dir, "t1.jsonl"), "append once")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(ws, "go"), nil, 0o644) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, _ := os.ReadFile(filepath.Join(ws, "log.txt")); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the command never ran:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// A command run again by the resumed run would end at once.
+	if err := os.WriteFile(filepath.Join(ws, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	trace2 := filepath.Join(dir, "t2.jsonl")
+	stdout, stderr2, code := runCLI(t, "run", "--agent", agentFile, "--backend", "local", "--allow-weaker",
+		"--resume", state, "--save-run", state, "--trace", trace2)
+	if code != 0 || strings.TrimSpace(stdout) != "checked" {
+		t.Fatalf("resumed run: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr2)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "log.txt")); err != nil || string(b) != "once\n" {
+		t.Errorf("log.txt = %q (%v): the command that had begun ran again", b, err)
+	}
+	if !strings.Contains(stderr2, "turn 1  exec_command  echo once >> log.txt") || !strings.Contains(stderr2, "interrupted when the run stopped; not run again") {
+		t.Errorf("the resumed run's progress does not say the call was interrupted:\n%s", stderr2)
+	}
+	data, err := os.ReadFile(trace2)
+	if err != nil || !strings.Contains(string(data), `"interrupted":true`) {
+		t.Errorf("the trace does not mark the call interrupted (%v):\n%s", err, data)
+	}
+}
+
 func TestRunGivesTheAgentTheUsersCache(t *testing.T) {
 	linuxBackend(t)
 	tests := []struct {
@@ -404,5 +470,29 @@ func TestRunStoppedForApprovalContinuesInANewProcess(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "output", "report.md")); err != nil || !strings.Contains(string(b), "3 rows") {
 		t.Errorf("the first run's report is not in the workspace: %q %v", b, err)
+	}
+}
+
+// A run whose state cannot be saved (--save-run into a directory that is
+// not there) stops before its call runs: a resume from the last state
+// saved would run again a call that ran unrecorded.
+func TestRunWhoseStateCannotBeSavedStopsBeforeItsCall(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	for name, content := range map[string]string{
+		"agent.yaml": "name: appender\nmodel: {provider: scripted, plan: plan.yaml}\n",
+		"plan.yaml":  "steps:\n  - call: {tool: exec_command, arguments: {cmd: \"echo ran >> log.txt\"}}\n  - final: done\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, stderr, code := runCLI(t, "run", "--agent", filepath.Join(dir, "agent.yaml"), "--backend", "local", "--allow-weaker", "--workspace", ws,
+		"--save-run", filepath.Join(dir, "missing", "run-state.json"), "--trace", filepath.Join(dir, "t.jsonl"), "append")
+	if code == 0 || !strings.Contains(stderr, "save run state") || !strings.Contains(stderr, "the run stops") {
+		t.Fatalf("exit %d; want the run failed for its state, stderr:\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "log.txt")); err == nil {
+		t.Errorf("the call ran although its start could not be saved: log.txt = %q", b)
 	}
 }

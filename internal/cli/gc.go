@@ -35,7 +35,16 @@ agentbox session create whose sandbox died. Sessions of running processes
 and live sessions of agentbox session create are left alone. A backend
 this host lacks (no Docker engine, no kubeconfig) is skipped, and says
 so; a cluster named with --kubeconfig or --namespace that cannot be
-reached fails gc.`,
+reached fails gc.
+
+A native session whose state directory (AGENTBOX_STATE_DIR/ID) was removed
+while it ran is invisible to its state; gc finds what it left from the host
+itself, in every state directory: its init (a process that names the gone
+directory in its environment, in gc's own mount namespace), its workspace
+tmpfs or disk image still mounted on ID.workspace, and its cgroups (and
+the empty cgroups of any session whose init is gone). Each is named with
+why it is left; inits of an older agentbox, which do not name their state
+directory, and sessions made in another mount namespace are not touched.`,
 		Example: `  agentbox gc --dry-run
   agentbox gc --kubeconfig ~/.kube/prod.config --namespace agents`,
 		Args: cobra.NoArgs,
@@ -71,7 +80,9 @@ reached fails gc.`,
 
 // LinuxGC removes the native sessions whose owner is gone (their reaper
 // was killed as well, or failed), in the state directory this environment
-// names.
+// names; then, host-wide, what native sessions whose own state directory
+// is gone left running or mounted (their inits, workspace mounts and
+// cgroups: linux.Client.Remains).
 func LinuxGC(ctx context.Context, a *App, opts GCOptions, out io.Writer) error {
 	dryRun := opts.DryRun
 	c, err := a.OpenBackend("linux", BackendOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -107,6 +118,21 @@ func LinuxGC(ctx context.Context, a *App, opts GCOptions, out io.Writer) error {
 	}
 	if found == 0 {
 		fmt.Fprintln(out, "linux: no orphaned sessions")
+	}
+	// Then what sessions whose state directory is gone left on the host,
+	// which the states above cannot name (host-wide; see linux.Remains).
+	remains, err := lc.Remains()
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("find what sessions without state left: %w", err))...)
+	}
+	for _, r := range remains {
+		if !dryRun {
+			if err := r.End(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		fmt.Fprintf(out, "linux: %s %s of session %s: %s\n", verb, r.What, r.Session, r.Why)
 	}
 	return errors.Join(errs...)
 }

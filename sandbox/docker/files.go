@@ -68,6 +68,18 @@ func under(p, root string) bool {
 // out), anywhere else through the container (cat as the session user, so
 // the sandbox's own view and permissions apply).
 func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	return s.readFile(ctx, p, 0)
+}
+
+// ReadFileLimit reads a file of at most max bytes (sandbox.LimitedReader):
+// one in the workspace is refused by its size before it is read, one
+// elsewhere by the bounded output of cat.
+func (s *session) ReadFileLimit(ctx context.Context, p string, max int64) ([]byte, error) {
+	return s.readFile(ctx, p, max)
+}
+
+// readFile reads p; max > 0 bounds its size.
+func (s *session) readFile(ctx context.Context, p string, max int64) ([]byte, error) {
 	if err := s.live(); err != nil {
 		return nil, err
 	}
@@ -76,13 +88,17 @@ func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	if loc.inWS {
-		return s.root.ReadFile(loc.rel, 0)
+		return s.root.ReadFile(loc.rel, max)
 	}
-	return s.readInContainer(ctx, loc.abs)
+	limit := int64(maxReadOutside)
+	if max > 0 {
+		limit = min(max, limit)
+	}
+	return s.readInContainer(ctx, loc.abs, limit)
 }
 
-func (s *session) readInContainer(ctx context.Context, abs string) ([]byte, error) {
-	res, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"cat", "--", abs}, MaxOutput: maxReadOutside})
+func (s *session) readInContainer(ctx context.Context, abs string, limit int64) ([]byte, error) {
+	res, err := sandbox.Exec(ctx, s, sandbox.ExecRequest{Cmd: []string{"cat", "--", abs}, MaxOutput: limit})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +117,7 @@ func (s *session) readInContainer(ctx context.Context, abs string) ([]byte, erro
 		return nil, sandbox.Wrap("docker: read "+abs, kind, cause)
 	}
 	if res.OutputTruncated {
-		return nil, sandbox.Wrap("docker: read "+abs, sandbox.ErrOutputLimit, fmt.Errorf("file is larger than %d bytes", maxReadOutside))
+		return nil, sandbox.Wrap("docker: read "+abs, sandbox.ErrOutputLimit, &sandbox.FileSizeError{Size: -1, Limit: limit})
 	}
 	return res.Stdout, nil
 }

@@ -40,6 +40,14 @@ func (l *launched) close() { _ = l.setup.Close() }
 // placeholder, so that nothing else in the init takes it.
 func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) (_ *launched, err error) {
 	args := control.Args{ID: cfg.ID, Join: len(g.ThreadDirs())}
+	// Named in its environment, so that gc can tell from the process
+	// alone whether its session's directory is gone (remains.go).
+	if args.StateDir, err = filepath.Abs(c.opts.StateDir); err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", c.opts.StateDir, err)
+	}
+	if args.MountNS, err = mountNS("self"); err != nil {
+		return nil, err
+	}
 	trackDir, thread := g.Tracking()
 	if trackDir != "" {
 		args.Tracking = "v2"
@@ -145,7 +153,7 @@ func (c *Client) launchInit(cfg *control.Config, g *cgroups.Group, base uint32) 
 	command := func() *exec.Cmd {
 		return &exec.Cmd{
 			Path: exe, Args: append([]string{control.Marker}, args.Argv()...),
-			Dir: "/", Env: []string{"GOMAXPROCS=2", "GOGC=50"},
+			Dir: "/", Env: append([]string{"GOMAXPROCS=2", "GOGC=50"}, args.Env()...),
 			Stdin: placeholder, Stdout: outW, Stderr: outW, ExtraFiles: extra,
 			SysProcAttr: sys,
 		}

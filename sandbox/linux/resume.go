@@ -66,6 +66,16 @@ func (c *Client) Rebuild(ctx context.Context, st sandbox.State) (sandbox.Session
 	if c.Alive(st) || initAlive(h.InitPID, st.ID) {
 		return nil, sandbox.Wrap(op, sandbox.ErrInvalid, errors.New("the session still runs: Resume it, or Delete it before a rebuild"))
 	}
+	if st.OwnsWorkspace && st.Workspace != "" && dirExists(st.Workspace) {
+		// From the removal of the gone session's directory below until
+		// the new one's exists, no state names the workspace: gc, which
+		// would take it for a remain, waits on this lock (remains.go).
+		unlock, err := lockDir(filepath.Dir(st.Workspace), unix.LOCK_SH)
+		if err != nil {
+			return nil, sandbox.Wrap(op, nil, err)
+		}
+		defer unlock()
+	}
 	keep := st
 	keep.OwnsWorkspace = false
 	if err := c.Delete(ctx, keep); err != nil {

@@ -204,6 +204,23 @@ func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return r.ReadFile(rel, maxReadFile)
 }
 
+// ReadFileLimit reads a file of at most max bytes (and maxReadFile),
+// refusing a larger one before reading it (sandbox.LimitedReader).
+func (s *session) ReadFileLimit(ctx context.Context, p string, max int64) ([]byte, error) {
+	rel, err := sandbox.ResolveWorkspacePath(s.workdir(), p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.fsRoot("read file")
+	if err != nil {
+		return nil, err
+	}
+	if max < 1 || max > maxReadFile {
+		max = maxReadFile // never unbounded: wsfs reads 0 as no limit
+	}
+	return r.ReadFile(rel, max)
+}
+
 // WriteFile writes a file in the workspace, owned by the session user.
 func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	rel, err := sandbox.ResolveWorkspacePath(s.workdir(), p)

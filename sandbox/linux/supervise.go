@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"slices"
@@ -59,7 +60,8 @@ func killInit(pid int, id string) {
 	if !initAlive(pid, id) {
 		return
 	}
-	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err == nil {
 		defer unix.Close(fd)
 		if initAlive(pid, id) { // still ours after the open: no pid reuse race
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
@@ -68,6 +70,12 @@ func killInit(pid int, id string) {
 		}
 		return
 	}
+	if errors.Is(err, unix.ESRCH) {
+		// Gone since the check: its pid may be another process's by
+		// now, which the kill below would reach.
+		return
+	}
+	// No pidfd (a kernel before 5.3): by pid, checked just before.
 	_ = unix.Kill(pid, unix.SIGKILL)
 	for i := 0; i < 400 && initAlive(pid, id); i++ {
 		time.Sleep(5 * time.Millisecond)

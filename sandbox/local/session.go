@@ -172,6 +172,19 @@ func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return s.root.ReadFile(rel, 0)
 }
 
+// ReadFileLimit reads a file of at most max bytes, refusing a larger one
+// before reading it (sandbox.LimitedReader).
+func (s *session) ReadFileLimit(ctx context.Context, p string, max int64) ([]byte, error) {
+	rel, err := s.rel(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.filesUsable("read file"); err != nil {
+		return nil, err
+	}
+	return s.root.ReadFile(rel, max)
+}
+
 func (s *session) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	rel, err := s.rel(p)
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 )
 
 // ReadFile reads the regular file rel. max > 0 caps its size: a larger
-// file is an error wrapping sandbox.ErrOutputLimit and nothing is
-// returned. Symlinks are followed inside the root only.
+// file is an error wrapping sandbox.ErrOutputLimit and a
+// *sandbox.FileSizeError, and nothing is returned. Symlinks are followed inside the root only.
 func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 	const op = "wsfs: read"
 	clean, err := cleanRel(rel)
@@ -43,7 +43,7 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrInvalid, fmt.Errorf("not a regular file (%v)", fsmode.FromStat(st.Mode).Type()))
 	}
 	if max > 0 && st.Size > max {
-		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrOutputLimit, fmt.Errorf("file is %d bytes, the limit is %d", st.Size, max))
+		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrOutputLimit, &sandbox.FileSizeError{Size: st.Size, Limit: max})
 	}
 	var src io.Reader = f
 	if max > 0 {
@@ -55,7 +55,7 @@ func (r *Root) ReadFile(rel string, max int64) ([]byte, error) {
 		return nil, mapErr(op, rel, err)
 	}
 	if max > 0 && int64(len(data)) > max {
-		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrOutputLimit, fmt.Errorf("file grew past the limit of %d bytes", max))
+		return nil, sandbox.Wrap(op+" "+rel, sandbox.ErrOutputLimit, &sandbox.FileSizeError{Size: -1, Limit: max})
 	}
 	return data, nil
 }

@@ -131,8 +131,8 @@ Ctrl-C or SIGTERM ended it, 125 when the run or the promotion failed.`,
 	fl.StringSliceVar(&f.caches, "cache", nil, toolcache.FlagUsage())
 	fl.BoolVar(&f.asJSON, "json", false, "print the run's result as JSON on stdout instead of the final answer")
 	fl.IntVar(&f.maxTurns, "max-turns", 0, "override the agent's turn limit")
-	fl.StringVar(&f.resume, "resume", "", "continue the run saved in `FILE` by --save-run (its conversation, pending calls and session; the task may then be left out), or resume the session saved by --save-state")
-	fl.StringVar(&f.saveRun, "save-run", "", "keep the run's state in `FILE` as it goes (conversation, turns, pending calls, session), so --resume FILE continues it in a new process after a crash, Ctrl-C or --approval-wait (keep the workspace with --workspace or --save-snapshot)")
+	fl.StringVar(&f.resume, "resume", "", "continue the run saved in `FILE` by --save-run (its conversation, pending calls and session; the task may then be left out; a call that had begun when the run stopped is not run again but answered as interrupted), or resume the session saved by --save-state")
+	fl.StringVar(&f.saveRun, "save-run", "", "keep the run's state in `FILE` as it goes (conversation, turns, pending calls, session), so --resume FILE continues it in a new process after a crash, Ctrl-C or --approval-wait (keep the workspace with --workspace or --save-snapshot); a state that cannot be written stops the run, before the next call runs")
 	fl.BoolVar(&f.approvalWait, "approval-wait", false, "when a call needs approval and there is no terminal to ask, stop the run with the call pending instead of denying it (needs --save-run; --resume asks again)")
 	fl.StringVar(&f.saveState, "save-state", "", "write the session's state to `FILE` after the run, to --resume it later (keep the workspace with --workspace or --save-snapshot)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final answer, errors, and what --save-snapshot and --save-state ask for: no progress, promotion table or trace path")
@@ -292,11 +292,19 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 		Resume:    resumeRun,
 	}
 	var saveErr error
+	// runCtx is the run's: a state that cannot be saved stops it (not
+	// ctx, which says whether a signal did).
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	if f.saveRun != "" {
 		cfg.Checkpoint = func(st *agent.RunState) {
 			if err := writeRunState(f.saveRun, st); err != nil && saveErr == nil {
+				// Going on would run calls that a resume from the last
+				// state saved runs again: the run stops here, before the
+				// call whose start this state marks.
 				saveErr = err
-				fmt.Fprintf(stderr, "agentbox: %v\n", err)
+				fmt.Fprintf(stderr, "agentbox: %v; the run stops\n", err)
+				stopRun()
 			}
 		}
 	}
@@ -335,7 +343,7 @@ func runAgent(ctx context.Context, app *cli.App, f runFlags, task string, stdout
 		}
 	}
 
-	res, runErr := (&agent.Runner{}).Run(ctx, a, task, cfg)
+	res, runErr := (&agent.Runner{}).Run(runCtx, a, task, cfg)
 	runErr = errors.Join(runErr, saveErr)
 	if f.saveRun != "" && runErr != nil && saveErr == nil {
 		fmt.Fprintf(stderr, "run saved: continue it with agentbox run --agent %s --resume %s\n", f.agentFile, f.saveRun)

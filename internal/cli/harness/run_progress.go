@@ -77,6 +77,9 @@ func progressPrinter(w io.Writer) func(agent.Event) {
 			case e.Denied:
 				fmt.Fprintf(w, "%s  not run (denied)\n", line)
 				return
+			case e.Interrupted:
+				fmt.Fprintf(w, "%s  interrupted when the run stopped; not run again\n", line)
+				return
 			case e.Err != "":
 				line += "  error: " + oneLine(e.Err, 100)
 			case e.ExitCode != nil:

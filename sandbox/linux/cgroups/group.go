@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -370,6 +371,82 @@ func (g *Group) Empty() bool {
 		}
 	}
 	return true
+}
+
+// Populated reports whether a process is in any of the session's groups
+// or their child groups (the commands' tracking groups); a group that
+// cannot be read counts as populated.
+func (g *Group) Populated() bool {
+	for _, d := range g.dirs {
+		if populated(d) {
+			return true
+		}
+	}
+	return false
+}
+
+func populated(dir string) bool {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) || len(strings.TrimSpace(string(b))) > 0 {
+		return true
+	}
+	for _, e := range entries {
+		if e.IsDir() && populated(filepath.Join(dir, e.Name())) {
+			return true
+		}
+	}
+	return false
+}
+
+// Made is when the oldest of the session's group directories was made
+// (a cgroup directory's modification time is its creation's); zero when
+// none exists.
+func (g *Group) Made() time.Time {
+	var made time.Time
+	for _, d := range g.dirs {
+		if fi, err := os.Stat(d); err == nil && (made.IsZero() || fi.ModTime().Before(made)) {
+			made = fi.ModTime()
+		}
+	}
+	return made
+}
+
+// Names lists the groups under Base in every hierarchy h uses: one per
+// session that has (or had, should it have left them) groups here.
+func (h *Host) Names() ([]string, error) {
+	roots := []string{}
+	if h.V2 != "" {
+		roots = append(roots, h.V2)
+	}
+	for _, mnt := range h.V1 {
+		roots = append(roots, mnt)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, root := range roots {
+		entries, err := os.ReadDir(filepath.Join(root, Base))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cgroups: list %s: %w", filepath.Join(root, Base), err)
+		}
+		for _, e := range entries {
+			if e.IsDir() && !seen[e.Name()] {
+				seen[e.Name()] = true
+				names = append(names, e.Name())
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 func writeFile(path, value string) error {

@@ -107,12 +107,62 @@ type Args struct {
 	// Join is how many v1 group directories follow, from fd FdJoinFirst
 	// on, that the spawning thread joins (see cgroups.Group.ThreadDirs).
 	Join int
+	// StateDir is the absolute state directory the session's own
+	// directory (StateDir/ID) is in, and MountNS the inode of the mount
+	// namespace that path is seen in (the client's). The init does not
+	// use them: they are there for `agentbox gc`, which ends an init
+	// whose session directory is gone (see linux.Client.Remains) and
+	// must know from the process alone which directory that is. They
+	// are passed in the init's environment (Env), not its arguments: a
+	// sandboxed process reads /proc/1/cmdline, but not /proc/1/environ
+	// (the init holds capabilities it has not), and the host's paths
+	// are no business of the sandbox. ParseArgs still reads them from
+	// the arguments of an init started before.
+	StateDir string
+	MountNS  uint64
 }
 
+// Argv is a as the init's arguments (after Marker): all but StateDir and
+// MountNS, which Env carries.
 func (a Args) Argv() []string {
 	return []string{"id=" + a.ID, "track=" + a.Tracking, "join=" + strconv.Itoa(a.Join)}
 }
 
+// The init's environment variables that carry Args.StateDir and MountNS.
+const (
+	EnvStateDir = "AGENTBOX_INIT_STATE_DIR"
+	EnvMountNS  = "AGENTBOX_INIT_MNTNS"
+)
+
+// Env is a's StateDir and MountNS as environment variables (none when
+// StateDir is "").
+func (a Args) Env() []string {
+	if a.StateDir == "" {
+		return nil
+	}
+	return []string{EnvStateDir + "=" + a.StateDir, EnvMountNS + "=" + strconv.FormatUint(a.MountNS, 10)}
+}
+
+// ReadEnv sets a's StateDir and MountNS from an init's environment
+// (/proc/PID/environ split at NULs); what it does not name is left.
+func (a *Args) ReadEnv(environ []string) error {
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case EnvStateDir:
+			a.StateDir = v
+		case EnvMountNS:
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("init environment %q: a namespace's inode number", kv)
+			}
+			a.MountNS = n
+		}
+	}
+	return nil
+}
+
+// ParseArgs reads the init's arguments (after Marker).
 func ParseArgs(argv []string) (Args, error) {
 	var a Args
 	for _, arg := range argv {
@@ -131,6 +181,14 @@ func ParseArgs(argv []string) (Args, error) {
 				return a, fmt.Errorf("init argument %q: join is a count of 0 to 8 groups", arg)
 			}
 			a.Join = n
+		case "state": // an init started before Env carried it
+			a.StateDir = v
+		case "mntns":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return a, fmt.Errorf("init argument %q: mntns is a namespace's inode number", arg)
+			}
+			a.MountNS = n
 		default:
 			return a, fmt.Errorf("unknown init argument %q", arg)
 		}

@@ -137,6 +137,31 @@ func TestReadingTheHostEnvironmentFails(t *testing.T) {
 	}
 }
 
+// The init carries the host's state directory for gc (in its
+// environment): no process of the sandbox reads it there, nor in the
+// init's command line.
+func TestTheInitDoesNotShowTheHostsStateDirectory(t *testing.T) {
+	if !filepath.IsAbs(stateDir) {
+		t.Fatalf("the state directory %q is not absolute", stateDir)
+	}
+	for _, who := range bothUsers(t) {
+		t.Run(who.name, func(t *testing.T) {
+			for _, c := range []struct{ name, script string }{
+				{"the init's command line", "cat /proc/1/cmdline"},
+				{"the init's environment", "cat /proc/1/environ"},
+				{"every process's command line and environment", "cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ"},
+			} {
+				t.Run(c.name, func(t *testing.T) {
+					r := sh(t, who.s, c.script+" 2>&1")
+					if strings.Contains(string(r.Stdout), stateDir) {
+						t.Fatalf("ESCAPE: %s names the host's state directory %s:\n%s", c.name, stateDir, r.Stdout)
+					}
+				})
+			}
+		})
+	}
+}
+
 func TestReadingAnotherSessionsWorkspaceFails(t *testing.T) {
 	ctx := context.Background()
 	a := newSession(t, sandbox.Spec{})
