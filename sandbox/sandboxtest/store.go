@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -67,11 +68,13 @@ func (s *DirStore) Restore(ctx context.Context, ref, dir string, maxBytes int64)
 	return nil
 }
 
+// copyTree copies src to dst. A file removed while it walks (src is a
+// running session's workspace) is left out, as the snapshot package does.
 func copyTree(ctx context.Context, src, dst string, exclude []string) error {
 	asRoot := os.Geteuid() == 0
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return goneIsNil(err)
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -86,7 +89,7 @@ func copyTree(ctx context.Context, src, dst string, exclude []string) error {
 		target := filepath.Join(dst, rel)
 		fi, err := d.Info()
 		if err != nil {
-			return err
+			return goneIsNil(err)
 		}
 		switch {
 		case d.IsDir():
@@ -109,8 +112,16 @@ func copyTree(ctx context.Context, src, dst string, exclude []string) error {
 				err = os.Lchown(target, int(st.Uid), int(st.Gid))
 			}
 		}
-		return err
+		return goneIsNil(err)
 	})
+}
+
+// goneIsNil is err, or nil when it says a file no longer exists.
+func goneIsNil(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 func copyFile(src, dst string, perm fs.FileMode) error {
@@ -143,7 +154,7 @@ func checkBytes(op, root string, exclude []string, max int64) error {
 	var total int64
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return goneIsNil(err)
 		}
 		rel, _ := filepath.Rel(root, p)
 		if slices.Contains(exclude, filepath.ToSlash(rel)) {
@@ -155,7 +166,7 @@ func checkBytes(op, root string, exclude []string, max int64) error {
 		if d.Type().IsRegular() {
 			fi, err := d.Info()
 			if err != nil {
-				return err
+				return goneIsNil(err)
 			}
 			total += fi.Size()
 		}
