@@ -76,7 +76,9 @@ type Process interface {
 	Stdout() io.Reader
 	// Stderr is the process's standard error; with TTY it is empty.
 	Stderr() io.Reader
-	// Resize changes the terminal size of a TTY process.
+	// Resize changes the terminal size of a TTY process. The new size
+	// may reach the terminal shortly after Resize returns (the kube
+	// backend sends it on the exec stream, which has no acknowledgement).
 	Resize(ctx context.Context, rows, cols uint16) error
 	// Kill ends the process and every process it started.
 	Kill(ctx context.Context) error

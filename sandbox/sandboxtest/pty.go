@@ -51,17 +51,24 @@ func (sc *screen) String() string {
 	return sc.buf.String()
 }
 
-// waitFor polls until the output contains want.
-func (sc *screen) waitFor(t *testing.T, want string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+// shows polls for up to d until the output contains want.
+func (sc *screen) shows(want string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if strings.Contains(sc.String(), want) {
-			return
+			return true
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("terminal output never showed %q; got %q", want, sc.String())
+	return false
+}
+
+// waitFor polls until the output contains want.
+func (sc *screen) waitFor(t *testing.T, want string) {
+	t.Helper()
+	if !sc.shows(want, 10*time.Second) {
+		t.Fatalf("terminal output never showed %q; got %q", want, sc.String())
+	}
 }
 
 func startShell(t *testing.T, sess sandbox.Session, rows, cols uint16) (sandbox.Process, *screen) {
@@ -132,9 +139,17 @@ func testResize(t *testing.T, s *suite) {
 	if err := p.Resize(ctx(t), 40, 100); err != nil {
 		t.Fatalf("resize: %v", err)
 	}
-	if _, err := io.WriteString(p.Stdin(), "stty size\n"); err != nil {
-		t.Fatal(err)
+	// The size may reach the terminal after Resize returns (as the kube
+	// backend's, sent on the exec stream, which has no acknowledgement):
+	// ask again until it shows, for up to 10 s.
+	for range 20 {
+		if _, err := io.WriteString(p.Stdin(), "stty size\n"); err != nil {
+			t.Fatal(err)
+		}
+		if sc.shows("40 100", 500*time.Millisecond) {
+			exitShell(t, p, sc)
+			return
+		}
 	}
-	sc.waitFor(t, "40 100")
-	exitShell(t, p, sc)
+	t.Fatalf("terminal output never showed 40 100 after the resize; got %q", sc.String())
 }
