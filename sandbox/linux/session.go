@@ -191,17 +191,10 @@ func (s *session) fsRoot(op string) (*wsfs.Root, error) {
 // maxReadFile bounds ReadFile.
 const maxReadFile = 64 << 20
 
-// ReadFile reads a file as the sandbox sees it.
+// ReadFile reads a file as the sandbox sees it, of at most maxReadFile
+// bytes.
 func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rel, err := sandbox.ResolveWorkspacePath(s.workdir(), p)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.fsRoot("read file")
-	if err != nil {
-		return nil, err
-	}
-	return r.ReadFile(rel, maxReadFile)
+	return s.ReadFileLimit(ctx, p, maxReadFile)
 }
 
 // ReadFileLimit reads a file of at most max bytes (and maxReadFile),

@@ -162,19 +162,20 @@ func (s *session) Start(ctx context.Context, req sandbox.ExecRequest) (sandbox.P
 }
 
 func (s *session) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	rel, err := s.rel(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.filesUsable("read file"); err != nil {
-		return nil, err
-	}
-	return s.root.ReadFile(rel, 0)
+	return s.readFile(p, 0)
 }
 
 // ReadFileLimit reads a file of at most max bytes, refusing a larger one
 // before reading it (sandbox.LimitedReader).
 func (s *session) ReadFileLimit(ctx context.Context, p string, max int64) ([]byte, error) {
+	if max < 1 {
+		return nil, sandbox.Errorf(sandbox.ErrInvalid, "local: read %s: a read limit of %d bytes; give one of at least 1", p, max)
+	}
+	return s.readFile(p, max)
+}
+
+// readFile reads p; max > 0 bounds its size.
+func (s *session) readFile(p string, max int64) ([]byte, error) {
 	rel, err := s.rel(p)
 	if err != nil {
 		return nil, err
