@@ -243,28 +243,9 @@ func readMountinfo(file string) ([]hostMount, error) {
 		if !ok || len(a) < 5 || len(b) < 2 {
 			continue
 		}
-		out = append(out, hostMount{dev: a[2], point: unescapeMount(a[4]), fstype: b[0], source: unescapeMount(b[1])})
+		out = append(out, hostMount{dev: a[2], point: unescapeMountinfo(a[4]), fstype: b[0], source: unescapeMountinfo(b[1])})
 	}
 	return out, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // mountRemains lists the stateless sessions' workspace mounts.
